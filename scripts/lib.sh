@@ -1,0 +1,71 @@
+# shellcheck shell=bash disable=SC2034  # variables here are used by the sourcing scripts
+# Shared helpers for postgres.sh / kafka.sh. Sourced, never executed.
+#
+# Contract for every script: progress goes to stderr, only `export ...` lines
+# go to stdout, so `eval "$(scripts/services-up.sh)"` is safe.
+
+log() { printf '[%s] %s\n' "${LOG_TAG:-services}" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+STATE_DIR="${OUTBOX_SERVICES_DIR:-$HOME/.cache/outbox-service-services}"
+PG_PORT="${OUTBOX_PG_PORT:-55432}"
+KAFKA_PORT="${OUTBOX_KAFKA_PORT:-39092}"
+case "$PG_PORT$KAFKA_PORT" in
+  *[!0-9]*) die "OUTBOX_PG_PORT / OUTBOX_KAFKA_PORT must be numbers" ;;
+esac
+KAFKA_CONTROLLER_PORT="$((KAFKA_PORT + 1))"
+
+# True when something accepts TCP connections on 127.0.0.1:$1. Uses bash's
+# /dev/tcp so no netcat is needed; `timeout` guards against a hung SYN.
+port_open() {
+  timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
+}
+
+# Run a command as root: directly, via sudo, or fail with a useful message.
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    die "need root to run '$*' (not root and no sudo); install it manually"
+  fi
+}
+
+_APT_UPDATED=""
+# Install Debian packages by name; `apt-get update` at most once per run.
+apt_install() {
+  command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install manually: $*"
+  if [ -z "$_APT_UPDATED" ]; then
+    log "apt-get update"
+    as_root apt-get update -qq >&2 || die "apt-get update failed"
+    _APT_UPDATED=1
+  fi
+  log "apt-get install $*"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2 \
+    || die "apt-get install $* failed"
+}
+
+# Ensure command $1 exists, installing Debian package $2 if not.
+need_cmd() {
+  command -v "$1" >/dev/null 2>&1 && return 0
+  apt_install "$2"
+  command -v "$1" >/dev/null 2>&1 || die "'$1' still missing after installing $2"
+}
+
+# Serialise concurrent invocations (parallel CI jobs sharing one machine)
+# so two callers never initdb/format/start the same service at once.
+# Daemons must be started with `9>&-`, or they would hold the lock forever.
+take_lock() {
+  mkdir -p "$STATE_DIR"
+  exec 9>"$STATE_DIR/.$1.lock"
+  flock -w 300 9 || die "timed out waiting for lock $STATE_DIR/.$1.lock"
+}
+
+# Print the last lines of a log file to stderr (for failure diagnostics).
+show_tail() {
+  [ -f "$1" ] || return 0
+  log "---- last lines of $1 ----"
+  tail -n "${2:-40}" "$1" >&2 || true
+  log "---- end of $1 ----"
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Stop the PostgreSQL and Kafka started by services-up.sh (only those: it
+# goes through their pid file / data dir, never by process name).
+#   --purge  also delete their data (the Kafka jar cache is kept).
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+case "${1:-}" in
+  ""|--purge) ;;
+  *) echo "usage: $0 [--purge]" >&2; exit 2 ;;
+esac
+
+rc=0
+# Try both even if one fails, so a broken Kafka never leaves Postgres running.
+"$SCRIPT_DIR/kafka.sh" down "$@" || rc=1
+"$SCRIPT_DIR/postgres.sh" down "$@" || rc=1
+exit "$rc"

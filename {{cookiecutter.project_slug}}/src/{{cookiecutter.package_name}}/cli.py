@@ -1,0 +1,187 @@
+"""The `{{ cookiecutter.project_slug }}` console script."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+from .container import Container, shutdown
+from .logging_setup import configure_logging
+from .messaging.config import ConfigError
+from .settings import SettingsError
+
+log = logging.getLogger("{{ cookiecutter.package_name }}")
+
+PROG = "{{ cookiecutter.project_slug }}"
+DESCRIPTION = "{{ cookiecutter.description }}"
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _migrations_dir() -> Path:
+    return Path(os.environ.get("MIGRATIONS_DIR", PROJECT_ROOT / "migrations"))
+
+
+def cmd_migrate(container: Container, args: argparse.Namespace) -> int:
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(_migrations_dir()))
+    config.set_main_option("sqlalchemy.url", container.settings().database_url.replace("%", "%%"))
+    command.upgrade(config, args.revision)
+    log.info("database migrated to %s", args.revision)
+    return 0
+
+
+def cmd_api(container: Container, args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .api.app import create_app
+
+    settings = container.settings()
+    uvicorn.run(
+        create_app(container),
+        host=args.host or settings.api_host,
+        port=args.port or settings.api_port,
+        log_config=None,
+        access_log=False,
+    )
+    return 0
+
+
+async def _run_until_signal(
+    start: Callable[[], Coroutine[Any, Any, None]], stop: Callable[[], None]
+) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
+    await start()
+
+
+def cmd_worker(container: Container, args: argparse.Namespace) -> int:
+    from .messaging.worker import Worker
+
+    settings = container.settings()
+    registry = container.registry()
+    for name in args.box or []:
+        registry.get(name)
+
+    async def main() -> None:
+        container.producer().start()
+        worker = Worker(
+            registry,
+            container.resources(),
+            settings.asyncpg_dsn,
+            box_names=args.box,
+            concurrency=args.concurrency,
+            middlewares=container.middlewares(),
+            shutdown_timeout=args.shutdown_timeout,
+            application_name=f"{settings.service_name}-worker",
+        )
+        try:
+            await _run_until_signal(worker.run, worker.stop)
+        finally:
+            await shutdown(container)
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_consumer(container: Container, args: argparse.Namespace) -> int:
+    from .messaging.inbox_consumer import InboxConsumer
+
+    settings = container.settings()
+    boxes = container.registry().select(args.box, kind="inbox")
+    if not boxes:
+        raise ConfigError(
+            "no inbox boxes to consume: configure one under 'inbox:' in the boxes file"
+        )
+
+    async def main() -> None:
+        consumers = [
+            InboxConsumer(box, container.engine(), settings.kafka_config(), settings.service_name)
+            for box in boxes
+        ]
+
+        def stop() -> None:
+            for consumer in consumers:
+                consumer.stop()
+
+        async def run_all() -> None:
+            await asyncio.gather(*(consumer.run() for consumer in consumers))
+
+        try:
+            await _run_until_signal(run_all, stop)
+        finally:
+            await container.engine().dispose()
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_check_config(container: Container, _args: argparse.Namespace) -> int:
+    registry = container.registry()
+    for box in registry:
+        events = ", ".join(sorted({b.event_name or "*" for b in box.transports}))
+        print(
+            f"{box.kind:6} {box.name}: table {box.table_name}, "
+            f"{box.config.bucket_count} buckets, events {events}"
+        )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    migrate = sub.add_parser("migrate", help="apply database migrations (alembic upgrade)")
+    migrate.add_argument("revision", nargs="?", default="head")
+    migrate.set_defaults(func=cmd_migrate)
+
+    api = sub.add_parser("api", help="serve the HTTP API")
+    api.add_argument("--host", default=None)
+    api.add_argument("--port", type=int, default=None)
+    api.set_defaults(func=cmd_api)
+
+    worker = sub.add_parser("worker", help="relay outbox items and process inbox items")
+    worker.add_argument("--box", action="append", help="process only this box (repeatable)")
+    worker.add_argument("--concurrency", type=int, default=2, help="lanes per box (default 2)")
+    worker.add_argument(
+        "--shutdown-timeout", type=float, default=30.0, help="seconds to finish a batch on stop"
+    )
+    worker.set_defaults(func=cmd_worker)
+
+    consumer = sub.add_parser("consumer", help="consume Kafka topics into the inbox tables")
+    consumer.add_argument(
+        "--box", action="append", help="consume only for this inbox box (repeatable)"
+    )
+    consumer.set_defaults(func=cmd_consumer)
+
+    check = sub.add_parser("check-config", help="validate the boxes file and print the boxes")
+    check.set_defaults(func=cmd_check_config)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    container = Container()
+    try:
+        settings = container.settings()
+        configure_logging(settings.log_level, settings.log_format)
+        result: int = args.func(container, args)
+        return result
+    except (SettingsError, ConfigError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""The dependency-injector container: one place that wires the service together.
+
+Tests override providers (`container.settings.override(...)`), never module globals.
+"""
+
+from __future__ import annotations
+
+import httpx
+from dependency_injector import containers, providers
+
+from .db import create_engine, create_session_factory
+from .messaging.config import load_boxes
+from .messaging.create import Outbox
+from .messaging.kafka import KafkaProducer
+from .messaging.middleware import Middlewares
+from .messaging.registry import BoxRegistry
+from .messaging.resources import Resources
+from .settings import Settings, load_settings
+
+
+def _registry(settings: Settings) -> BoxRegistry:
+    return BoxRegistry(load_boxes(settings.boxes_file))
+
+
+def _middlewares(settings: Settings) -> Middlewares:
+    middlewares = Middlewares()
+{%- if cookiecutter.opentelemetry %}
+    from .telemetry import install_messaging_middlewares
+
+    install_messaging_middlewares(middlewares, settings)
+{%- endif %}
+    return middlewares
+
+
+class Container(containers.DeclarativeContainer):
+    settings = providers.Singleton(load_settings)
+    registry = providers.Singleton(_registry, settings)
+    engine = providers.Singleton(lambda s: create_engine(s.database_url, s.db_pool_size), settings)
+    session_factory = providers.Singleton(create_session_factory, engine)
+    producer = providers.Singleton(lambda s: KafkaProducer(s.kafka_config()), settings)
+    http = providers.Singleton(httpx.AsyncClient, timeout=10.0)
+    middlewares = providers.Singleton(_middlewares, settings)
+    outbox = providers.Singleton(
+        lambda registry, middlewares: Outbox(registry, middlewares.create), registry, middlewares
+    )
+    resources = providers.Singleton(
+        Resources,
+        engine=engine,
+        session_factory=session_factory,
+        producer=producer,
+        http=http,
+        outbox=outbox,
+    )
+
+
+async def shutdown(container: Container) -> None:
+    """Close what the container opened (in reverse order of need)."""
+    await container.producer().close()
+    await container.http().aclose()
+    await container.engine().dispose()

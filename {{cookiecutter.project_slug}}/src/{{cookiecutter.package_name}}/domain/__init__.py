@@ -1,0 +1,1 @@
+"""The example domain: orders that emit events and take payments."""

@@ -1,0 +1,109 @@
+{%- set outbox_class = cookiecutter.outbox_item.title().replace('_', '') ~ 'OutboxItem' -%}
+"""Order use cases. Each write and its outbox item commit in the caller's transaction."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql import func
+
+from ..items import {{ outbox_class }} as OutboxItem
+from ..messaging.create import Outbox
+from .models import Order
+
+
+class OrderNotFound(LookupError):
+    def __init__(self, order_id: int) -> None:
+        super().__init__(f"order {order_id} does not exist")
+        self.order_id = order_id
+
+
+def order_payload(order: Order) -> dict[str, Any]:
+    return {
+        "id": order.id,
+        "customer_id": order.customer_id,
+        "amount": float(order.amount),
+        "status": order.status,
+        "version": order.version,
+        "paid_amount": float(order.paid_amount),
+    }
+
+
+async def create_order(
+    session: AsyncSession, outbox: Outbox, customer_id: str, amount: Decimal
+) -> Order:
+    order = Order(
+        customer_id=customer_id, amount=amount, status="created", version=1, paid_amount=Decimal(0)
+    )
+    session.add(order)
+    await session.flush()
+    await session.refresh(order)
+    await outbox.create(
+        session,
+        OutboxItem,
+        event_key=order.id,
+        event_name="order_created",
+        payload=order_payload(order),
+    )
+    return order
+
+
+async def update_status(session: AsyncSession, outbox: Outbox, order_id: int, status: str) -> Order:
+    # The UPDATE locks the row, so concurrent updates of one order get consecutive versions
+    # and their outbox items are inserted in version order.
+    order = (
+        await session.execute(
+            update(Order)
+            .where(Order.id == order_id)
+            .values(status=status, version=Order.version + 1, updated_at=func.now())
+            .returning(Order)
+        )
+    ).scalar_one_or_none()
+    if order is None:
+        raise OrderNotFound(order_id)
+    await outbox.create(
+        session,
+        OutboxItem,
+        event_key=order.id,
+        event_name="order_updated",
+        payload=order_payload(order),
+    )
+    return order
+
+
+async def get_order(session: AsyncSession, order_id: int) -> Order:
+    order = await session.get(Order, order_id)
+    if order is None:
+        raise OrderNotFound(order_id)
+    return order
+
+
+async def apply_payment(
+    session: AsyncSession, outbox: Outbox, order_id: int, amount: Decimal, payment_id: str
+) -> Order:
+    order = (
+        await session.execute(
+            update(Order)
+            .where(Order.id == order_id)
+            .values(
+                paid_amount=Order.paid_amount + amount,
+                version=Order.version + 1,
+                updated_at=func.now(),
+            )
+            .returning(Order)
+        )
+    ).scalar_one_or_none()
+    if order is None:
+        raise OrderNotFound(order_id)
+    payload = {**order_payload(order), "payment_id": payment_id, "payment_amount": float(amount)}
+    await outbox.create(
+        session, OutboxItem, event_key=order.id, event_name="order_paid", payload=payload
+    )
+    return order
+
+
+async def find_orders(session: AsyncSession, ids: list[int]) -> list[Order]:
+    return list((await session.execute(select(Order).where(Order.id.in_(ids)))).scalars())

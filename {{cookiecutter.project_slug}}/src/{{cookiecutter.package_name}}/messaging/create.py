@@ -1,0 +1,156 @@
+"""Creating outbox items inside the caller's transaction.
+
+    async with session.begin():
+        session.add(order)
+        await outbox.create(session, OrderOutboxItem, event_key=str(order.id),
+                            event_name="order_created", payload={"id": order.id})
+
+The rows are inserted on the caller's session, so they commit or roll back with the
+business change. A NOTIFY in the same transaction wakes the workers when it commits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import decimal
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import insert, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from .chain import chain_headers
+from .middleware import CreateCall, CreateMiddleware, NewItem, wrap_create
+from .registry import BoxRegistry
+
+Payload = bytes | str | Mapping[str, Any] | Sequence[Any] | int | float | bool | None
+
+RESERVED_HEADERS = frozenset({"correlation-id", "causation-id", "hop"})
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    raise TypeError(f"payload value of type {type(value).__name__} is not JSON serialisable")
+
+
+def encode_payload(payload: Payload) -> bytes:
+    """bytes pass through, str is UTF-8, anything else is compact JSON."""
+    if isinstance(payload, bytes):
+        return payload
+    if isinstance(payload, str):
+        return payload.encode("utf-8")
+    return json.dumps(payload, separators=(",", ":"), default=_json_default).encode("utf-8")
+
+
+class Outbox:
+    """The create API, one per process (wired by the container)."""
+
+    def __init__(self, registry: BoxRegistry, middlewares: Sequence[CreateMiddleware] = ()) -> None:
+        self._registry = registry
+        self._run = wrap_create(list(middlewares), self._insert)
+
+    async def create(
+        self,
+        session: AsyncSession,
+        item_class: type[Any],
+        *,
+        event_key: str | int,
+        event_name: str,
+        payload: Payload,
+        headers: Mapping[str, str] | None = None,
+        message_id: uuid.UUID | None = None,
+    ) -> uuid.UUID:
+        """Add one item to the caller's transaction and return its message id."""
+        item = self._new_item(event_key, event_name, payload, headers, message_id)
+        box = self._registry.for_item_class(item_class)
+        ids = await self._run(CreateCall(box=box, session=session, items=[item], is_batch=False))
+        return ids[0]
+
+    async def create_batch(
+        self,
+        session: AsyncSession,
+        item_class: type[Any],
+        items: Sequence[Mapping[str, Any]],
+    ) -> list[uuid.UUID]:
+        """Add several items in one statement; each mapping takes the arguments of `create`."""
+        if not items:
+            return []
+        new_items = []
+        for index, spec in enumerate(items):
+            unknown = set(spec) - {"event_key", "event_name", "payload", "headers", "message_id"}
+            if unknown:
+                raise TypeError(f"create_batch item {index}: unknown keys {sorted(unknown)}")
+            try:
+                new_items.append(
+                    self._new_item(
+                        spec["event_key"],
+                        spec["event_name"],
+                        spec.get("payload"),
+                        spec.get("headers"),
+                        spec.get("message_id"),
+                    )
+                )
+            except KeyError as exc:
+                raise TypeError(f"create_batch item {index}: missing {exc.args[0]!r}") from None
+        box = self._registry.for_item_class(item_class)
+        return await self._run(CreateCall(box=box, session=session, items=new_items, is_batch=True))
+
+    @staticmethod
+    def _new_item(
+        event_key: str | int,
+        event_name: str,
+        payload: Payload,
+        headers: Mapping[str, str] | None,
+        message_id: uuid.UUID | None,
+    ) -> NewItem:
+        key = str(event_key)
+        if not key or len(key) > 255:
+            raise ValueError("event_key must be 1-255 characters")
+        if not event_name or len(event_name) > 255:
+            raise ValueError("event_name must be 1-255 characters")
+        user_headers = dict(headers or {})
+        clash = RESERVED_HEADERS.intersection(user_headers)
+        if clash:
+            raise ValueError(f"headers {sorted(clash)} are set by the engine")
+        return NewItem(
+            event_key=key,
+            event_name=event_name,
+            payload=encode_payload(payload),
+            headers=user_headers,
+            uuid=message_id,
+        )
+
+    async def _insert(self, call: CreateCall) -> list[uuid.UUID]:
+        box = call.box
+        if box.kind != "outbox":
+            raise ValueError(f"box {box.name} is an inbox; items are created in it by the consumer")
+        rows: list[dict[str, Any]] = []
+        ids: list[uuid.UUID] = []
+        for item in call.items:
+            message_id = item.uuid or uuid.uuid4()
+            item.uuid = message_id
+            item.bucket = box.bucket_for(item.event_key)
+            ids.append(message_id)
+            rows.append(
+                {
+                    "uuid": message_id,
+                    "event_name": item.event_name,
+                    "event_key": item.event_key,
+                    "bucket": item.bucket,
+                    "payload": item.payload,
+                    "headers": {**item.headers, **chain_headers(message_id)},
+                }
+            )
+        await call.session.execute(insert(box.table), rows)
+        await call.session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": box.channel})
+        return ids

@@ -1,0 +1,230 @@
+"""The inbox consumer: Kafka -> inbox table, then offsets.
+
+Per batch: insert every message with `ON CONFLICT (uuid) DO NOTHING` in one transaction,
+commit, and only then commit the Kafka offsets. A crash before the offset commit means
+Kafka redelivers and the unique uuid absorbs the duplicates; nothing is stored twice and
+nothing is acknowledged before it is stored. A new batch is only polled after the previous
+one is fully committed, so a rebalance never revokes stored-but-uncommitted offsets.
+
+Messages that cannot be processed (oversized, no value, bad key) are stored too, with the
+reason in the `rejected` header, and fail in processing: never dropped, never blocking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from sqlalchemy import text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .registry import Box
+
+log = logging.getLogger(__name__)
+
+# Names the message id when a producer sent none: uuid5(NAMESPACE, "topic/partition/offset").
+INBOX_NAMESPACE = uuid.UUID("6f1c8a9e-2b8d-4c63-9b6e-3f2f5d0c7a11")
+REJECTED_HEADER = "rejected"
+
+
+def _decode(value: bytes | str | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return value.decode("utf-8", "replace")
+
+
+def message_uuid(headers: dict[str, str], topic: str, partition: int, offset: int) -> uuid.UUID:
+    """The message id: `message-id` header, else `Idempotency-Key`, else topic/partition/offset."""
+    for name in ("message-id", "idempotency-key"):
+        raw = headers.get(name)
+        if raw:
+            try:
+                return uuid.UUID(raw)
+            except ValueError:
+                return uuid.uuid5(INBOX_NAMESPACE, f"{name}:{raw}")
+    return uuid.uuid5(INBOX_NAMESPACE, f"{topic}/{partition}/{offset}")
+
+
+def message_row(box: Box, message: Message) -> dict[str, Any]:
+    """The inbox row for one Kafka message (never raises: bad input becomes a reason)."""
+    config = box.inbox_config
+    topic, partition, offset = (
+        message.topic() or "",
+        message.partition() or 0,
+        message.offset() or 0,
+    )
+    headers: dict[str, str] = {}
+    raw_headers = message.headers() or []
+    pairs = raw_headers.items() if isinstance(raw_headers, dict) else raw_headers
+    for name, value in pairs:
+        key = str(name).lower()
+        # A repeated header keeps its first value, as most Kafka clients read it.
+        headers.setdefault(key, _decode(value))
+    reasons = []
+    raw_key = message.key()
+    try:
+        event_key = raw_key.decode("utf-8") if isinstance(raw_key, bytes) else (raw_key or "")
+    except UnicodeDecodeError:
+        event_key = raw_key.hex() if isinstance(raw_key, bytes) else ""
+        reasons.append("message key is not UTF-8")
+    if not event_key:
+        # Without a key, the Kafka partition is the ordering unit.
+        event_key = f"{topic}/{partition}"
+    if len(event_key) > 255:
+        reasons.append("message key longer than 255 characters")
+        event_key = event_key[:255]
+    value = message.value()
+    payload = (
+        value if isinstance(value, bytes) else (value.encode() if isinstance(value, str) else b"")
+    )
+    if value is None:
+        reasons.append("message has no value")
+    if len(payload) > config.max_message_bytes:
+        reasons.append(
+            f"message of {len(payload)} bytes exceeds max_message_bytes {config.max_message_bytes}"
+        )
+        payload = b""
+    event_name = (headers.get("event-name") or config.default_event_name)[:255]
+    if reasons:
+        headers[REJECTED_HEADER] = "; ".join(reasons)
+    message_id = message_uuid(headers, topic, partition, offset)
+    return {
+        "uuid": message_id,
+        "event_name": event_name,
+        "event_key": event_key,
+        "bucket": box.bucket_for(event_key),
+        "payload": payload,
+        "headers": headers,
+        "source_topic": topic,
+        "source_partition": partition,
+        "source_offset": offset,
+    }
+
+
+class InboxConsumer:
+    def __init__(
+        self,
+        box: Box,
+        engine: AsyncEngine,
+        kafka_config: dict[str, Any],
+        service_name: str,
+        poll_timeout: float = 1.0,
+    ) -> None:
+        if box.kind != "inbox":
+            raise ValueError(f"box {box.name} is not an inbox box")
+        self.box = box
+        self.engine = engine
+        config = box.inbox_config
+        self.group_id = config.group_id or f"{service_name}.{box.name}"
+        self.kafka_config = {
+            **kafka_config,
+            "group.id": self.group_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "cooperative-sticky",
+            "error_cb": self._on_error,
+        }
+        self.poll_timeout = poll_timeout
+        self._stopping = asyncio.Event()
+        self._consumer: Consumer | None = None
+        self.stored = 0
+        self.received = 0
+        self.ready = asyncio.Event()
+        self._insert = insert(box.table).on_conflict_do_nothing(index_elements=["uuid"])
+        self._notify = text("SELECT pg_notify(:channel, '')")
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            log.error(
+                "inbox %s: no Kafka broker reachable (%s); will reconnect",
+                self.box.name,
+                error.str(),
+            )
+        else:
+            log.warning("inbox %s: kafka: %s", self.box.name, error)
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        consumer = Consumer(self.kafka_config)
+        self._consumer = consumer
+        topics = list(self.box.inbox_config.topics)
+        consumer.subscribe(topics)
+        log.info(
+            "inbox %s: consuming %s as group %s", self.box.name, ", ".join(topics), self.group_id
+        )
+        try:
+            while not self._stopping.is_set():
+                messages = await asyncio.to_thread(
+                    consumer.consume, self.box.inbox_config.consume_batch_size, self.poll_timeout
+                )
+                self.ready.set()
+                if messages:
+                    await self._store(consumer, messages)
+        finally:
+            await asyncio.to_thread(consumer.close)
+            self._consumer = None
+            log.info(
+                "inbox %s: consumer closed (stored %d new messages)", self.box.name, self.stored
+            )
+
+    async def _store(self, consumer: Consumer, messages: Sequence[Message]) -> None:
+        rows = []
+        offsets: dict[tuple[str, int], int] = {}
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    log.warning("inbox %s: consume error: %s", self.box.name, error)
+                continue
+            rows.append(message_row(self.box, message))
+            tp = (message.topic() or "", message.partition() or 0)
+            offsets[tp] = max(offsets.get(tp, -1), (message.offset() or 0) + 1)
+        if not rows:
+            return
+        self.received += len(rows)
+        while True:
+            try:
+                async with self.engine.begin() as conn:
+                    result = await conn.execute(self._insert.returning(self.box.table.c.id), rows)
+                    inserted = len(result.fetchall())
+                    if inserted:
+                        await conn.execute(self._notify, {"channel": self.box.channel})
+                break
+            except (OSError, ConnectionError) as exc:
+                # Keep the batch: it is not acknowledged, so retrying cannot lose or double it.
+                log.error(
+                    "inbox %s: database unavailable (%s); retrying the batch", self.box.name, exc
+                )
+                await asyncio.sleep(1.0)
+            except Exception as exc:
+                if "connection" not in str(exc).lower():
+                    raise
+                log.error(
+                    "inbox %s: database unavailable (%s); retrying the batch", self.box.name, exc
+                )
+                await asyncio.sleep(1.0)
+        self.stored += inserted
+        commit = [
+            TopicPartition(topic, partition, offset)
+            for (topic, partition), offset in offsets.items()
+        ]
+        try:
+            await asyncio.to_thread(consumer.commit, offsets=commit, asynchronous=False)
+        except KafkaException as exc:
+            # Usually a rebalance took the partitions: the new owner re-reads and the unique
+            # uuid drops what we already stored.
+            log.warning(
+                "inbox %s: offset commit failed (%s); duplicates will be absorbed",
+                self.box.name,
+                exc,
+            )

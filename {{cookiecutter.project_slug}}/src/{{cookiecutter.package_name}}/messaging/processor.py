@@ -1,0 +1,475 @@
+"""One relay step for one box: claim a batch, deliver it, record the outcomes.
+
+Two short transactions and no transaction open during network I/O:
+
+1. claim: read up to `batch_size` pending, due items of the owned buckets, each bucket in id
+   order (an index range scan over the partial index of pending rows);
+2. deliver: hand items to their transports, items of one key strictly in id order;
+3. record: one transaction marks delivered / retried / failed / discarded items.
+
+Ownership of the buckets (see ownership.py) is what makes the claim exclusive, so claimed
+rows need no "processing" status: a crash between 1 and 3 leaves them pending, and the next
+owner sends them again (at-least-once, same message id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import math
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from .chain import handling
+from .inbox_consumer import REJECTED_HEADER
+from .middleware import Middlewares, run_batch_chain, run_item_chain
+from .registry import Box
+from .retry import decide
+from .status import ItemStatus
+from .transport import (
+    InboxHandler,
+    ItemRecord,
+    PermanentFailure,
+    PipelinedTransport,
+    Transport,
+    TransportUnavailable,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_ERROR_LENGTH = 2000
+
+
+class Result(enum.Enum):
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    PERMANENT = "permanent"
+    UNAVAILABLE = "unavailable"
+    DEFERRED = "deferred"
+
+
+@dataclass
+class Slot:
+    """The state of one item during delivery."""
+
+    item: ItemRecord
+    payload: bytes
+    result: Result = Result.DEFERRED
+    error: str = ""
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    released_ok: bool = False
+    recorded: bool = False
+
+    def release(self) -> None:
+        self.released_ok = True
+        self.released.set()
+
+
+@dataclass
+class BatchReport:
+    claimed: int = 0
+    delivered: int = 0
+    failed_attempts: int = 0
+    dead: int = 0
+    discarded: int = 0
+    deferred: int = 0
+    unavailable: int = 0
+
+    @property
+    def full(self) -> bool:
+        return self.claimed > 0
+
+
+class TransportFailed(Exception):
+    """A transport returned False."""
+
+
+def _error_text(exc: BaseException) -> str:
+    text_ = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return text_[:MAX_ERROR_LENGTH]
+
+
+class BoxProcessor:
+    def __init__(
+        self,
+        box: Box,
+        engine: AsyncEngine,
+        session_factory: async_sessionmaker[AsyncSession],
+        middlewares: Middlewares,
+    ) -> None:
+        self.box = box
+        self.engine = engine
+        self.session_factory = session_factory
+        self.middlewares = middlewares
+        self.config = box.config
+        table = box.table_name
+        inbox_columns = (
+            ", t.source_topic, t.source_partition, t.source_offset" if box.kind == "inbox" else ""
+        )
+        due = (
+            ""
+            if self.config.strict_order
+            else "AND (t.next_attempt_at IS NULL OR t.next_attempt_at <= now())"
+        )
+        # A strict box must see items in backoff (they block their key) and skip keys whose
+        # head item failed until an operator retries or discards it.
+        strict = (
+            f"AND NOT EXISTS (SELECT 1 FROM {table} f WHERE f.event_key = t.event_key "
+            f"AND f.status = {int(ItemStatus.FAILED)} AND f.id < t.id)"
+            if self.config.strict_order
+            else ""
+        )
+        self._claim_sql = text(
+            f"""
+            SELECT i.* FROM unnest(CAST(:buckets AS integer[])) WITH ORDINALITY AS b(bucket, ord)
+            CROSS JOIN LATERAL (
+                SELECT t.id, t.uuid, t.event_name, t.event_key, t.bucket, t.payload, t.headers,
+                       t.errors_count, t.created_at{inbox_columns},
+                       (t.next_attempt_at IS NOT NULL AND t.next_attempt_at > now()) AS waiting
+                FROM {table} t
+                WHERE t.bucket = b.bucket AND t.status = {int(ItemStatus.PENDING)} {due} {strict}
+                ORDER BY t.id
+                LIMIT :per_bucket
+            ) AS i
+            ORDER BY b.ord, i.id
+            LIMIT :limit
+            """
+        )
+        self._superseded_sql = text(
+            f"""
+            SELECT r.id FROM unnest(CAST(:ids AS bigint[]), CAST(:keys AS text[]),
+                                    CAST(:names AS text[])) AS r(id, k, e)
+            WHERE EXISTS (SELECT 1 FROM {table} t WHERE t.event_key = r.k AND t.event_name = r.e
+                          AND t.id > r.id AND t.status = {int(ItemStatus.DELIVERED)})
+            """
+        )
+        self._delivered_sql = text(
+            f"UPDATE {table} SET status = {int(ItemStatus.DELIVERED)}, processed_at = now(), "
+            f"next_attempt_at = NULL WHERE id = ANY(CAST(:ids AS bigint[]))"
+        )
+        self._failed_sql = text(
+            f"""
+            UPDATE {table} AS t SET errors_count = u.errors_count, status = u.status,
+                last_error = u.error,
+                next_attempt_at = CASE WHEN u.status = {int(ItemStatus.PENDING)}
+                    THEN now() + make_interval(secs => u.delay) ELSE NULL END,
+                processed_at = CASE WHEN u.status = {int(ItemStatus.PENDING)} THEN NULL ELSE now() END
+            FROM unnest(CAST(:ids AS bigint[]), CAST(:errors AS integer[]), CAST(:statuses AS smallint[]),
+                        CAST(:messages AS text[]), CAST(:delays AS double precision[]))
+                 AS u(id, errors_count, status, error, delay)
+            WHERE t.id = u.id
+            """
+        )
+        self._discard_sql = text(
+            f"""
+            UPDATE {table} AS t SET status = {int(ItemStatus.DISCARDED)}, processed_at = now(),
+                last_error = u.reason, next_attempt_at = NULL
+            FROM unnest(CAST(:ids AS bigint[]), CAST(:reasons AS text[])) AS u(id, reason)
+            WHERE t.id = u.id
+            """
+        )
+        self._inbox_delivered_sql = text(
+            f"UPDATE {table} SET status = {int(ItemStatus.DELIVERED)}, processed_at = now(), "
+            f"next_attempt_at = NULL WHERE id = :id"
+        )
+
+    # -- claim ---------------------------------------------------------------------------
+
+    async def claim(self, buckets: Sequence[int]) -> list[tuple[ItemRecord, bytes]]:
+        limit = self.config.batch_size
+        per_bucket = min(limit, max(8, math.ceil(limit / max(len(buckets), 1)) * 4))
+        async with self.engine.connect() as conn:
+            rows = (
+                (
+                    await conn.execute(
+                        self._claim_sql,
+                        {"buckets": list(buckets), "per_bucket": per_bucket, "limit": limit},
+                    )
+                )
+                .mappings()
+                .all()
+            )
+            await conn.rollback()
+        claimed: list[tuple[ItemRecord, bytes]] = []
+        blocked: set[str] = set()
+        for row in rows:
+            if self.config.strict_order:
+                if row["event_key"] in blocked:
+                    continue
+                if row["waiting"]:
+                    blocked.add(row["event_key"])
+                    continue
+            claimed.append((self._record(row), row["payload"]))
+        return claimed
+
+    def _record(self, row: Any) -> ItemRecord:
+        return ItemRecord(
+            id=row["id"],
+            uuid=row["uuid"],
+            box=self.box.name,
+            event_name=row["event_name"],
+            event_key=row["event_key"],
+            bucket=row["bucket"],
+            headers=row["headers"] or {},
+            errors_count=row["errors_count"],
+            created_at=row["created_at"],
+            source_topic=row.get("source_topic"),
+            source_partition=row.get("source_partition"),
+            source_offset=row.get("source_offset"),
+        )
+
+    # -- one step ------------------------------------------------------------------------
+
+    async def run_once(self, buckets: Sequence[int]) -> BatchReport:
+        report = BatchReport()
+        if not buckets:
+            return report
+        claimed = await self.claim(buckets)
+        report.claimed = len(claimed)
+        if not claimed:
+            return report
+        slots = [Slot(item, payload) for item, payload in claimed]
+        discards: list[tuple[Slot, str]] = []
+        live: list[Slot] = []
+        for slot in slots:
+            if slot.item.hop > self.config.max_hops:
+                slot.result = Result.PERMANENT
+                slot.error = (
+                    f"hop limit exceeded: hop {slot.item.hop} > max_hops {self.config.max_hops}"
+                )
+            elif self.box.kind == "inbox" and REJECTED_HEADER in slot.item.headers:
+                slot.result = Result.PERMANENT
+                slot.error = f"rejected by the consumer: {slot.item.headers[REJECTED_HEADER]}"
+            elif not self.box.transports_for(slot.item.event_name):
+                slot.result = Result.PERMANENT
+                slot.error = f"no transport configured for event {slot.item.event_name!r} in box {self.box.name}"
+            else:
+                live.append(slot)
+        if "latest_available" in self.config.retry_strategies:
+            live, discards = await self._drop_superseded(live)
+
+        async def deliver() -> None:
+            await self._deliver(live)
+
+        await run_batch_chain(self.middlewares.batch, self.box, [s.item for s in live], deliver)
+        await self._record_outcomes(slots, discards, report)
+        return report
+
+    async def _drop_superseded(
+        self, slots: list[Slot]
+    ) -> tuple[list[Slot], list[tuple[Slot, str]]]:
+        retries = [s for s in slots if s.item.errors_count > 0]
+        if not retries:
+            return slots, []
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                self._superseded_sql,
+                {
+                    "ids": [s.item.id for s in retries],
+                    "keys": [s.item.event_key for s in retries],
+                    "names": [s.item.event_name for s in retries],
+                },
+            )
+            superseded = {row[0] for row in rows}
+            await conn.rollback()
+        kept = [s for s in slots if s.item.id not in superseded]
+        dropped = [
+            (s, "latest_available: a newer item of this key and event was delivered")
+            for s in slots
+            if s.item.id in superseded
+        ]
+        return kept, dropped
+
+    # -- deliver -------------------------------------------------------------------------
+
+    async def _deliver(self, slots: list[Slot]) -> None:
+        if not slots:
+            return
+        if self._fast_path(slots):
+            await self._deliver_pipelined(slots)
+            return
+        previous: dict[str, Slot] = {}
+        tasks = []
+        for slot in slots:
+            prev = previous.get(slot.item.event_key)
+            previous[slot.item.event_key] = slot
+            tasks.append(asyncio.ensure_future(self._deliver_one(slot, prev)))
+        await asyncio.gather(*tasks)
+
+    def _fast_path(self, slots: list[Slot]) -> bool:
+        """Every item goes to pipelined transports only, no item middlewares, not strict."""
+        if self.box.kind != "outbox" or self.config.strict_order or self.middlewares.item:
+            return False
+        return all(
+            isinstance(t, PipelinedTransport)
+            for slot in slots
+            for t in self.box.transports_for(slot.item.event_name)
+        )
+
+    async def _deliver_pipelined(self, slots: list[Slot]) -> None:
+        futures: list[list[Awaitable[Any]]] = []
+        for slot in slots:
+            handed: list[Awaitable[Any]] = []
+            for transport in self.box.transports_for(slot.item.event_name):
+                assert isinstance(transport, PipelinedTransport)
+                try:
+                    handed.append(transport.enqueue(slot.item, slot.payload))
+                except Exception as exc:
+                    handed.append(_failed(exc))
+            futures.append(handed)
+        flat = [f for group in futures for f in group]
+        timeout = self.config.transport_timeout_seconds
+        try:
+            outcomes = await asyncio.wait_for(
+                asyncio.gather(*flat, return_exceptions=True), timeout
+            )
+        except TimeoutError:
+            outcomes = [TimeoutError(f"no delivery report within {timeout:g}s")] * len(flat)
+        position = 0
+        for slot, group in zip(slots, futures, strict=True):
+            results = outcomes[position : position + len(group)]
+            position += len(group)
+            errors = [r for r in results if isinstance(r, BaseException)]
+            if not errors and all(r is not False for r in results):
+                slot.result = Result.DELIVERED
+            elif errors:
+                self._set_failure(slot, errors[0])
+            else:
+                self._set_failure(slot, TransportFailed("transport returned False"))
+
+    async def _deliver_one(self, slot: Slot, prev: Slot | None) -> None:
+        try:
+            if prev is not None:
+                await prev.released.wait()
+                if not prev.released_ok:
+                    slot.result = Result.DEFERRED  # keep the key's order: wait for the next batch
+                    return
+
+            async def innermost() -> None:
+                if self.box.kind == "inbox":
+                    await self._handle_inbox(slot)
+                else:
+                    await self._send(slot)
+
+            await run_item_chain(self.middlewares.item, self.box, slot.item, innermost)
+            slot.result = Result.DELIVERED
+        except Exception as exc:
+            self._set_failure(slot, exc)
+        finally:
+            if slot.result is Result.DELIVERED:
+                slot.release()
+            slot.released.set()
+
+    async def _send(self, slot: Slot) -> None:
+        timeout = self.config.transport_timeout_seconds
+        pending: list[Awaitable[Any]] = []
+        for transport in self.box.transports_for(slot.item.event_name):
+            if isinstance(transport, PipelinedTransport) and not self.config.strict_order:
+                pending.append(transport.enqueue(slot.item, slot.payload))
+            else:
+                assert isinstance(transport, Transport)
+                _check(await asyncio.wait_for(transport(slot.item, slot.payload), timeout))
+        # Later items of this key may be handed over now: the transports keep their order.
+        if not self.config.strict_order:
+            slot.release()
+        for future in pending:
+            _check(await asyncio.wait_for(future, timeout))
+
+    async def _handle_inbox(self, slot: Slot) -> None:
+        timeout = self.config.transport_timeout_seconds
+        item = slot.item
+        async with self.session_factory() as session, session.begin():
+            with handling(item.correlation_id, str(item.uuid), item.hop):
+                for handler in self.box.transports_for(item.event_name):
+                    assert isinstance(handler, InboxHandler)
+                    _check(
+                        await asyncio.wait_for(handler.handle(item, slot.payload, session), timeout)
+                    )
+            await session.execute(self._inbox_delivered_sql, {"id": item.id})
+        slot.recorded = True
+
+    def _set_failure(self, slot: Slot, exc: BaseException) -> None:
+        if isinstance(exc, TransportUnavailable):
+            slot.result = Result.UNAVAILABLE
+        elif isinstance(exc, PermanentFailure):
+            slot.result = Result.PERMANENT
+        else:
+            slot.result = Result.FAILED
+        if isinstance(exc, TimeoutError) and not str(exc):
+            exc = TimeoutError(f"timed out after {self.config.transport_timeout_seconds:g}s")
+        slot.error = _error_text(exc)
+
+    # -- record --------------------------------------------------------------------------
+
+    async def _record_outcomes(
+        self, slots: list[Slot], discards: list[tuple[Slot, str]], report: BatchReport
+    ) -> None:
+        discarded_ids = {s.item.id for s, _ in discards}
+        delivered: list[int] = []
+        failed: dict[str, list[Any]] = {
+            "ids": [],
+            "errors": [],
+            "statuses": [],
+            "messages": [],
+            "delays": [],
+        }
+        for slot in slots:
+            if slot.item.id in discarded_ids:
+                continue
+            if slot.result is Result.DELIVERED:
+                report.delivered += 1
+                if not slot.recorded:
+                    delivered.append(slot.item.id)
+            elif slot.result in (Result.FAILED, Result.PERMANENT):
+                decision = decide(
+                    self.config, slot.item.errors_count, slot.result is Result.PERMANENT
+                )
+                report.failed_attempts += 1
+                report.dead += decision.give_up
+                failed["ids"].append(slot.item.id)
+                failed["errors"].append(decision.errors_count)
+                failed["statuses"].append(
+                    int(ItemStatus.FAILED if decision.give_up else ItemStatus.PENDING)
+                )
+                failed["messages"].append(slot.error)
+                failed["delays"].append(decision.delay_seconds)
+                if decision.give_up:
+                    log.warning(
+                        "box %s: item %s (%s) failed for good after %d attempts: %s",
+                        self.box.name,
+                        slot.item.id,
+                        slot.item.uuid,
+                        decision.errors_count,
+                        slot.error,
+                    )
+            elif slot.result is Result.UNAVAILABLE:
+                report.unavailable += 1
+            else:
+                report.deferred += 1
+        report.discarded = len(discards)
+        if not (delivered or failed["ids"] or discards):
+            return
+        async with self.engine.begin() as conn:
+            if delivered:
+                await conn.execute(self._delivered_sql, {"ids": delivered})
+            if failed["ids"]:
+                await conn.execute(self._failed_sql, failed)
+            if discards:
+                await conn.execute(
+                    self._discard_sql,
+                    {"ids": [s.item.id for s, _ in discards], "reasons": [r for _, r in discards]},
+                )
+
+
+def _check(result: object) -> None:
+    if result is False:
+        raise TransportFailed("transport returned False")
+
+
+async def _failed(exc: BaseException) -> Any:
+    raise exc

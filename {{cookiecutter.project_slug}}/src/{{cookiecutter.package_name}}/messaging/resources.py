@@ -1,0 +1,23 @@
+"""Shared resources handed to transports at setup (one of each per process)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import httpx
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from .kafka import KafkaProducer
+
+if TYPE_CHECKING:
+    from .create import Outbox
+
+
+@dataclass(frozen=True)
+class Resources:
+    engine: AsyncEngine
+    session_factory: async_sessionmaker[AsyncSession]
+    producer: KafkaProducer
+    http: httpx.AsyncClient
+    outbox: Outbox

@@ -1,0 +1,110 @@
+"""What a transport is: a class whose call receives an item and its payload.
+
+A transport reports success by returning True (or None) and failure by returning False or
+raising. Two exceptions carry meaning for the engine:
+
+* `TransportUnavailable`: the destination is down (broker outage, connection refused). The
+  item stays pending as it was, no retry is consumed, and the worker backs off the box.
+* `PermanentFailure`: retrying cannot help (e.g. the message is too large). The item is
+  marked failed at once.
+
+A `PipelinedTransport` can accept the next item of the same key before the previous one is
+confirmed, because its destination keeps the order in which items were handed to it (an
+idempotent Kafka producer does). The engine hands items of one key to it in id order and
+waits for the confirmations together, which is what makes a Kafka relay fast.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from .resources import Resources
+
+
+class TransportUnavailable(Exception):
+    """The destination cannot be reached now; retry later without counting an attempt."""
+
+
+class PermanentFailure(Exception):
+    """Retrying cannot help; fail the item now."""
+
+
+@dataclass(frozen=True, slots=True)
+class ItemRecord:
+    """An item as the worker sees it (a row snapshot, not an ORM object)."""
+
+    id: int
+    uuid: UUID
+    box: str
+    event_name: str
+    event_key: str
+    bucket: int
+    headers: dict[str, Any]
+    errors_count: int
+    created_at: datetime
+    source_topic: str | None = None
+    source_partition: int | None = None
+    source_offset: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def correlation_id(self) -> str:
+        return str(self.headers.get("correlation-id", self.uuid))
+
+    @property
+    def hop(self) -> int:
+        try:
+            return int(self.headers.get("hop", 0))
+        except (TypeError, ValueError):
+            return 0
+
+
+class BaseTransport(abc.ABC):  # noqa: B024 - setup/close are optional hooks, not abstract
+    """What every transport shares. Subclasses take their configured `args` as keyword
+    arguments in `__init__`."""
+
+    async def setup(self, resources: Resources) -> None:  # noqa: B027
+        """Called once before the first item, with the shared resources (producer, ...)."""
+
+    async def close(self) -> None:  # noqa: B027
+        """Called once at shutdown."""
+
+
+class Transport(BaseTransport):
+    """An outbox transport: deliver the item somewhere outside this service."""
+
+    @abc.abstractmethod
+    async def __call__(self, item: ItemRecord, payload: bytes) -> bool | None:
+        """Deliver one item; True/None is success, False or an exception is failure."""
+
+
+class PipelinedTransport(Transport):
+    """A transport whose destination preserves hand-over order (see module docstring)."""
+
+    @abc.abstractmethod
+    def enqueue(self, item: ItemRecord, payload: bytes) -> Awaitable[bool | None]:
+        """Hand the item over synchronously and return an awaitable of its outcome."""
+
+    async def __call__(self, item: ItemRecord, payload: bytes) -> bool | None:
+        return await self.enqueue(item, payload)
+
+
+class InboxHandler(BaseTransport):
+    """An inbox transport: apply a received message to this service's own state.
+
+    `handle` runs inside the transaction that marks the item delivered, on `session`: its
+    writes and the status change commit together or not at all. Outbox items created on
+    that session continue the message's chain (correlation id, causation id, hop + 1).
+    """
+
+    @abc.abstractmethod
+    async def handle(self, item: ItemRecord, payload: bytes, session: AsyncSession) -> bool | None:
+        """Apply the message; True/None is success, False or an exception rolls back."""

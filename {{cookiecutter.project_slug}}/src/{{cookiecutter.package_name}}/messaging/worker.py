@@ -1,0 +1,202 @@
+"""The worker process: owns buckets, runs the relay for every selected box, purges.
+
+Per box it runs `concurrency` lanes; lane i processes the owned buckets b with
+b % concurrency == i, one batch at a time, so each bucket is in one lane and one process.
+Lanes wake on NOTIFY (milliseconds after a commit) and poll every `poll_interval` as a
+safety net. SIGTERM/SIGINT let each lane finish its current batch within the shutdown
+deadline; what is cut off stays pending and is sent again by the next owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Iterable
+
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from .middleware import Middlewares
+from .ownership import BoxOwnership, Ownership
+from .processor import BoxProcessor
+from .registry import Box, BoxRegistry
+from .resources import Resources
+from .retention import purge
+
+log = logging.getLogger(__name__)
+
+DB_ERRORS = (DBAPIError, OperationalError, OSError, ConnectionError)
+
+
+class Worker:
+    def __init__(
+        self,
+        registry: BoxRegistry,
+        resources: Resources,
+        dsn: str,
+        *,
+        box_names: Iterable[str] | None = None,
+        concurrency: int = 1,
+        middlewares: Middlewares | None = None,
+        rebalance_interval: float = 1.0,
+        shutdown_timeout: float = 30.0,
+        application_name: str = "outbox-worker",
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.registry = registry
+        self.resources = resources
+        self.boxes: list[Box] = registry.select(list(box_names or []) or None)
+        if not self.boxes:
+            raise ValueError("no boxes to process: configure at least one box")
+        self.concurrency = concurrency
+        self.middlewares = middlewares or Middlewares()
+        self.rebalance_interval = rebalance_interval
+        self.shutdown_timeout = shutdown_timeout
+        self._stopping = asyncio.Event()
+        self._wake: dict[str, list[asyncio.Event]] = {
+            box.channel: [asyncio.Event() for _ in range(concurrency)] for box in self.boxes
+        }
+        name = f"{application_name}:{socket.gethostname()}:{os.getpid()}"[:63]
+        self.ownership = Ownership(dsn, self.boxes, concurrency, name, self._on_wake)
+        self.processors = {
+            box.name: BoxProcessor(
+                box, resources.engine, resources.session_factory, self.middlewares
+            )
+            for box in self.boxes
+        }
+        self.ready = asyncio.Event()
+
+    def _on_wake(self, channel: str) -> None:
+        for event in self._wake.get(channel, ()):
+            event.set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        transports = {id(t): t for box in self.boxes for t in (b.transport for b in box.transports)}
+        for transport in transports.values():
+            await transport.setup(self.resources)
+        lanes = [
+            asyncio.create_task(self._lane(state, lane), name=f"lane:{state.box.name}:{lane}")
+            for state in self.ownership.boxes.values()
+            for lane in range(self.concurrency)
+        ]
+        background = [
+            asyncio.create_task(self._rebalance_loop(), name="rebalance"),
+            *(
+                asyncio.create_task(self._retention_loop(box), name=f"retention:{box.name}")
+                for box in self.boxes
+            ),
+        ]
+        log.info(
+            "worker started: boxes %s, concurrency %d",
+            ", ".join(b.name for b in self.boxes),
+            self.concurrency,
+        )
+        try:
+            await self._stopping.wait()
+        finally:
+            self._stopping.set()
+            for events in self._wake.values():
+                for event in events:
+                    event.set()
+            _done, pending = await asyncio.wait(lanes, timeout=self.shutdown_timeout)
+            for task in pending:
+                task.cancel()
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*lanes, *background, return_exceptions=True)
+            if pending:
+                log.warning(
+                    "shutdown deadline passed: %d lanes cut off; their items stay pending",
+                    len(pending),
+                )
+            await self.ownership.close()
+            for transport in transports.values():
+                await transport.close()
+            log.info("worker stopped")
+
+    async def _rebalance_loop(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                if not self.ownership.connected:
+                    self.ownership.drop_all()
+                    await self.ownership.connect()
+                    log.info("worker joined: lock connection up")
+                await self.ownership.rebalance()
+                self.ready.set()
+                failures = 0
+            except Exception as exc:
+                # The lock connection is gone or unusable: so are our locks. Stop at once.
+                failures += 1
+                self.ready.clear()
+                self.ownership.drop_all()
+                await self.ownership.close()
+                log.error("lock connection failed (%s); retrying", exc)
+            delay = (
+                self.rebalance_interval if not failures else min(2 ** min(failures, 5) * 0.25, 5.0)
+            )
+            await self._sleep(delay)
+
+    async def _lane(self, state: BoxOwnership, lane: int) -> None:
+        box = state.box
+        processor = self.processors[box.name]
+        wake = self._wake[box.channel][lane]
+        outage = 0
+        errors = 0
+        while not self._stopping.is_set():
+            wake.clear()
+            report = None
+            try:
+                async with state.lane_locks[lane]:
+                    buckets = state.lane_buckets(lane)
+                    if buckets:
+                        report = await processor.run_once(buckets)
+                errors = 0
+            except DB_ERRORS as exc:
+                errors += 1
+                log.error("box %s lane %d: database error (%s); retrying", box.name, lane, exc)
+                await self._sleep(min(0.2 * 2**errors, 5.0))
+                continue
+            if report is not None and report.unavailable:
+                outage += 1
+                delay = min(0.5 * 2 ** min(outage - 1, 6), 30.0)
+                log.warning(
+                    "box %s: destination unavailable for %d items; backing off %.1fs (no retry consumed)",
+                    box.name,
+                    report.unavailable,
+                    delay,
+                )
+                await self._sleep(delay)
+                continue
+            outage = 0
+            if report is not None and report.claimed:
+                continue  # there may be more right away
+            await self._sleep(box.config.poll_interval, wake)
+
+    async def _retention_loop(self, box: Box) -> None:
+        while not self._stopping.is_set():
+            await self._sleep(box.config.retention.interval_seconds)
+            if self._stopping.is_set():
+                return
+            try:
+                await purge(self.resources.engine, box, pause_seconds=0.05)
+            except DB_ERRORS as exc:
+                log.error("box %s: retention failed (%s); will try again", box.name, exc)
+
+    async def _sleep(self, seconds: float, wake: asyncio.Event | None = None) -> None:
+        waiters = [asyncio.ensure_future(self._stopping.wait())]
+        if wake is not None:
+            waiters.append(asyncio.ensure_future(wake.wait()))
+        try:
+            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiter

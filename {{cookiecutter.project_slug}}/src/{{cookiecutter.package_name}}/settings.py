@@ -1,0 +1,95 @@
+"""Service settings, read from the environment (12-factor).
+
+A missing or malformed variable fails at start with a message that names it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_BOXES_FILE = Path(__file__).resolve().parents[2] / "config" / "boxes.yaml"
+
+
+class SettingsError(RuntimeError):
+    """Raised when the environment does not hold valid settings."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
+
+    database_url: Annotated[str, Field(description="postgresql+asyncpg://user:pass@host:port/db")]
+    kafka_bootstrap_servers: Annotated[str, Field(description="host:port[,host:port...]")]
+    boxes_file: Path = DEFAULT_BOXES_FILE
+    service_name: str = "{{ cookiecutter.project_slug }}"
+    log_level: str = "INFO"
+    log_format: str = "json"
+    db_pool_size: int = Field(default=10, ge=1)
+    api_host: str = "0.0.0.0"
+    api_port: int = Field(default=8000, ge=1, le=65535)
+    # Extra librdkafka settings as "key=value,key=value" (e.g. security.protocol=SASL_SSL).
+    kafka_extra_config: str = ""
+    admin_token: str | None = None
+{%- if cookiecutter.opentelemetry %}
+    otel_sdk_disabled: bool = False
+    otel_service_name: str | None = None
+    otel_exporter_otlp_endpoint: str | None = None
+    otel_traces_exporter: str = "otlp"
+    metrics_port: int = Field(default=9464, ge=0, le=65535)
+{%- endif %}
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str) -> str:
+        if not value.startswith("postgresql+asyncpg://"):
+            raise ValueError(
+                "must start with postgresql+asyncpg:// (e.g. postgresql+asyncpg://user:pass@host:5432/db)"
+            )
+        return value
+
+    @field_validator("kafka_bootstrap_servers")
+    @classmethod
+    def _check_bootstrap(cls, value: str) -> str:
+        servers = [s.strip() for s in value.split(",") if s.strip()]
+        if not servers or any(":" not in s for s in servers):
+            raise ValueError("must be a comma-separated list of host:port")
+        return ",".join(servers)
+
+    @field_validator("log_format")
+    @classmethod
+    def _check_log_format(cls, value: str) -> str:
+        if value not in ("json", "text"):
+            raise ValueError("must be 'json' or 'text'")
+        return value
+
+    @property
+    def asyncpg_dsn(self) -> str:
+        """The same database as a plain libpq/asyncpg DSN (for LISTEN and advisory locks)."""
+        return self.database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+
+    def kafka_config(self) -> dict[str, str]:
+        config = {"bootstrap.servers": self.kafka_bootstrap_servers}
+        for pair in filter(None, (p.strip() for p in self.kafka_extra_config.split(","))):
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise SettingsError(f"KAFKA_EXTRA_CONFIG: {pair!r} is not key=value")
+            config[key.strip()] = value.strip()
+        return config
+
+
+def load_settings() -> Settings:
+    """Read settings from the environment, turning validation errors into one clear message."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            variable = "_".join(str(part) for part in error["loc"]).upper()
+            if error["type"] == "missing":
+                problems.append(f"{variable} is not set")
+            else:
+                problems.append(f"{variable} is invalid: {error['msg']}")
+        raise SettingsError("invalid settings: " + "; ".join(problems)) from None

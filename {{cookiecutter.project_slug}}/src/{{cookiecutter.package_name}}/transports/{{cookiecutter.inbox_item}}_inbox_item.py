@@ -1,0 +1,70 @@
+"""Handlers of the {{ cookiecutter.inbox_item }} inbox box (user-editable).
+
+A handler runs inside the transaction that marks its item delivered: write through the
+given session and your changes commit exactly when the item does.
+"""
+
+from __future__ import annotations
+{%- if cookiecutter.include_example_domain %}
+
+import json
+from decimal import Decimal, InvalidOperation
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..domain.service import OrderNotFound, apply_payment
+from ..messaging.create import Outbox
+from ..messaging.resources import Resources
+from ..messaging.transport import InboxHandler, ItemRecord, PermanentFailure
+
+
+class PaymentReceivedHandler(InboxHandler):
+    """`payment_received` {"order_id": ..., "amount": number} adds to the order's paid amount
+    and emits `order_paid` through the outbox, all in one transaction."""
+
+    _outbox: Outbox | None = None
+
+    async def setup(self, resources: Resources) -> None:
+        self._outbox = resources.outbox
+
+    async def handle(self, item: ItemRecord, payload: bytes, session: AsyncSession) -> bool:
+        try:
+            body = json.loads(payload)
+            order_id = int(body["order_id"])
+            amount = Decimal(str(body["amount"]))
+        except (ValueError, KeyError, TypeError, InvalidOperation) as exc:
+            raise PermanentFailure(f"malformed payment_received payload: {exc!r}") from None
+        if not amount.is_finite() or amount <= 0:
+            raise PermanentFailure(
+                f"payment amount must be a positive number, got {body['amount']!r}"
+            )
+        try:
+            assert self._outbox is not None, "setup() was not called"
+            await apply_payment(session, self._outbox, order_id, amount, payment_id=str(item.uuid))
+        except OrderNotFound as exc:
+            raise PermanentFailure(str(exc)) from None
+        return True
+{%- else %}
+
+import logging
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..messaging.transport import InboxHandler, ItemRecord
+
+log = logging.getLogger(__name__)
+
+
+class {{ cookiecutter.inbox_item.title().replace('_', '') }}LogHandler(InboxHandler):
+    """A working default: logs each message. Replace the body with your business logic."""
+
+    async def handle(self, item: ItemRecord, payload: bytes, session: AsyncSession) -> bool:
+        log.info(
+            "received %s key=%s (%d bytes)",
+            item.event_name,
+            item.event_key,
+            len(payload),
+            extra={"box": item.box, "item_id": item.id, "message_id": str(item.uuid)},
+        )
+        return True
+{%- endif %}
