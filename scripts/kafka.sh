@@ -203,26 +203,26 @@ wait_ready() {
 cmd_up() {
   local pid p
   take_lock kafka
-  if pid="$(live_pid)"; then
-    if [ "$(cat "$PORT_FILE" 2>/dev/null)" != "$KAFKA_PORT" ]; then
-      log "running with another port, restarting on $KAFKA_PORT"
-      stop_pid "$pid"
-    elif port_open "$KAFKA_PORT"; then
+  if pid="$(live_pid)" && [ "$(cat "$PORT_FILE" 2>/dev/null)" = "$KAFKA_PORT" ]; then
+    if port_open "$KAFKA_PORT"; then
       log "reusing running broker (pid $pid) on 127.0.0.1:$KAFKA_PORT"
-      echo "export TEST_KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$KAFKA_PORT"
-      return 0
     else
       # Alive but not listening: probably still starting (e.g. an earlier
       # run timed out); give it the normal startup window.
       log "broker pid $pid not accepting connections yet, waiting"
       wait_ready
-      echo "export TEST_KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$KAFKA_PORT"
-      return 0
     fi
+    echo "export TEST_KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:$KAFKA_PORT"
+    return 0
   fi
+  # Checked before any restart so a bad port never takes ours down.
   for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
     port_open "$p" && die "127.0.0.1:$p is already used by another process; set OUTBOX_KAFKA_PORT"
   done
+  if pid="$(live_pid)"; then
+    log "running on port $(cat "$PORT_FILE" 2>/dev/null), restarting on $KAFKA_PORT"
+    stop_pid "$pid"
+  fi
   need_cmd java default-jre-headless
   resolve_jars
   write_config

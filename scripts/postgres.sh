@@ -132,14 +132,15 @@ cmd_up() {
   # The postgres user may only exist now (fresh install): decide again.
   resolve_pg_dir
 
-  if is_running && [ "$(running_port)" != "$PG_PORT" ]; then
-    log "running on port $(running_port), restarting on $PG_PORT"
-    as_pg "$PG_BIN/pg_ctl" -D "$DATA_DIR" -m fast -w stop >&2
-  fi
-  if is_running; then
+  if is_running && [ "$(running_port)" = "$PG_PORT" ]; then
     log "reusing running cluster $DATA_DIR on 127.0.0.1:$PG_PORT"
   else
+    # Checked before any restart so a bad port never takes ours down.
     port_open "$PG_PORT" && die "127.0.0.1:$PG_PORT is already used by another process; set OUTBOX_PG_PORT"
+    if is_running; then
+      log "running on port $(running_port), restarting on $PG_PORT"
+      as_pg "$PG_BIN/pg_ctl" -D "$DATA_DIR" -m fast -w stop >/dev/null
+    fi
     init_cluster
     write_conf
     log "starting PostgreSQL $(basename "$(dirname "$PG_BIN")") on 127.0.0.1:$PG_PORT (log: $PG_LOG)"

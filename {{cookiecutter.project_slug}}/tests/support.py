@@ -1,0 +1,237 @@
+"""Helpers for the tests: migrations, registries with test overrides, a Kafka reader, an
+in-process worker, and transports whose behaviour a test controls."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from alembic import command
+from alembic.config import Config
+from confluent_kafka import Consumer, KafkaError
+
+{% if cookiecutter.include_example_domain -%}
+from {{ cookiecutter.package_name }}.domain import models as domain_models
+{% endif -%}
+from {{ cookiecutter.package_name }} import items
+from {{ cookiecutter.package_name }}.container import Container
+from {{ cookiecutter.package_name }}.db import Base
+from {{ cookiecutter.package_name }}.messaging.config import parse_boxes
+from {{ cookiecutter.package_name }}.messaging.middleware import Middlewares
+from {{ cookiecutter.package_name }}.messaging.registry import BoxRegistry
+from {{ cookiecutter.package_name }}.messaging.transport import (
+    ItemRecord,
+    PermanentFailure,
+    Transport,
+    TransportUnavailable,
+)
+from {{ cookiecutter.package_name }}.messaging.worker import Worker
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+MODEL_MODULES = {% if cookiecutter.include_example_domain %}(items, domain_models){% else %}(items,){% endif %}
+ITEM_TABLES = [table.name for table in Base.metadata.sorted_tables]
+OUTBOX_BOX = "{{ cookiecutter.outbox_item }}_outbox_item"
+INBOX_BOX = "{{ cookiecutter.inbox_item }}_inbox_item"
+OutboxItem = items.{{ cookiecutter.outbox_item.title().replace('_', '') }}OutboxItem
+InboxItem = items.{{ cookiecutter.inbox_item.title().replace('_', '') }}InboxItem
+
+
+def migrate(database_url: str) -> None:
+    """alembic upgrade head, as `migrate` does (in a thread: env.py runs its own loop)."""
+    config = Config()
+    config.set_main_option("script_location", str(PROJECT_ROOT / "migrations"))
+    config.set_main_option("sqlalchemy.url", database_url)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            command.upgrade(config, "head")
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+
+
+def boxes_yaml() -> dict[str, Any]:
+    loaded = yaml.safe_load((PROJECT_ROOT / "config" / "boxes.yaml").read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def make_registry(
+    outbox: dict[str, Any] | None = None, inbox: dict[str, Any] | None = None
+) -> BoxRegistry:
+    """The configured boxes with some keys replaced (e.g. transports, retries)."""
+    raw = copy.deepcopy(boxes_yaml())
+    raw["outbox"][OUTBOX_BOX].update(outbox or {})
+    raw["inbox"][INBOX_BOX].update(inbox or {})
+    return BoxRegistry(parse_boxes(raw, "test boxes"))
+
+
+def transport(cls: type[Any], **args: Any) -> dict[str, Any]:
+    return {"class": f"{cls.__module__}:{cls.__qualname__}", "args": args}
+
+
+# -- transports a test controls ----------------------------------------------------------
+
+CALLS: dict[str, list[tuple[str, int, bytes]]] = defaultdict(list)
+FAILURES: dict[str, int] = defaultdict(int)
+
+
+class RecordingTransport(Transport):
+    """Records (key, item id, payload) in CALLS[name]; fails while FAILURES[name] > 0."""
+
+    def __init__(self, name: str, mode: str = "error", delay: float = 0.0) -> None:
+        self.name = name
+        self.mode = mode
+        self.delay = delay
+
+    async def __call__(self, item: ItemRecord, payload: bytes) -> bool:
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        CALLS[self.name].append((item.event_key, item.id, payload))
+        if payload == b"poison":
+            raise PermanentFailure("poison payload")
+        if FAILURES[self.name] > 0:
+            FAILURES[self.name] -= 1
+            if self.mode == "unavailable":
+                raise TransportUnavailable("destination down (test)")
+            if self.mode == "false":
+                return False
+            raise RuntimeError("transport failed (test)")
+        return True
+
+
+def reset_transports() -> None:
+    CALLS.clear()
+    FAILURES.clear()
+
+
+# -- Kafka ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Received:
+    key: str
+    value: bytes
+    headers: dict[str, str]
+    partition: int
+    offset: int
+
+
+def read_topic(
+    bootstrap: str, topic: str, expect: int, timeout: float = 60.0, settle: float = 0.0
+) -> list[Received]:
+    """Read `topic` from the beginning until `expect` messages arrived (or the timeout);
+    with `settle`, keep reading that long after to catch extra (duplicate) messages."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{topic}-{time.monotonic_ns()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    received: list[Received] = []
+    deadline = time.monotonic() + timeout
+    settle_until: float | None = None
+    try:
+        while time.monotonic() < deadline:
+            if settle_until is None and len(received) >= expect:
+                settle_until = time.monotonic() + settle
+            if settle_until is not None and time.monotonic() >= settle_until:
+                break
+            for message in consumer.consume(1000, 0.2):
+                error = message.error()
+                if error is not None:
+                    if error.code() in (
+                        KafkaError._PARTITION_EOF,
+                        KafkaError.UNKNOWN_TOPIC_OR_PART,
+                    ):
+                        continue
+                    raise RuntimeError(str(error))
+                key = message.key()
+                value = message.value()
+                received.append(
+                    Received(
+                        key=key.decode() if isinstance(key, bytes) else "",
+                        value=value if isinstance(value, bytes) else b"",
+                        headers={k: (v or b"").decode() for k, v in (message.headers() or [])},
+                        partition=message.partition() or 0,
+                        offset=message.offset() or 0,
+                    )
+                )
+    finally:
+        consumer.close()
+    return received
+
+
+def order_violations(sequences: dict[str, list[int]]) -> int:
+    """Per key, how often a first appearance is out of creation order."""
+    violations = 0
+    for values in sequences.values():
+        seen: set[int] = set()
+        last = None
+        for value in values:
+            if value in seen:
+                continue
+            seen.add(value)
+            if last is not None and value < last:
+                violations += 1
+            last = value
+    return violations
+
+
+# -- the worker, in process ----------------------------------------------------------------
+
+
+@asynccontextmanager
+async def running_worker(
+    container: Container,
+    registry: BoxRegistry,
+    boxes: list[str] | None = None,
+    concurrency: int = 1,
+    middlewares: Middlewares | None = None,
+) -> AsyncIterator[Worker]:
+    worker = Worker(
+        registry,
+        container.resources(),
+        container.settings().asyncpg_dsn,
+        box_names=boxes,
+        concurrency=concurrency,
+        middlewares=middlewares,
+        rebalance_interval=0.2,
+        shutdown_timeout=10.0,
+    )
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(worker.ready.wait(), 10)
+        yield worker
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+
+
+async def wait_for(
+    check: Callable[[], Awaitable[bool]], timeout: float = 30.0, interval: float = 0.05
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await asyncio.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import pytest
+
+from {{ cookiecutter.package_name }}.settings import SettingsError, load_settings
+
+
+def test_missing_settings_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    assert "DATABASE_URL is not set" in str(info.value)
+    assert "KAFKA_BOOTSTRAP_SERVERS is not set" in str(info.value)
+
+
+def test_malformed_settings_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "mysql://x")
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "no-port")
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    assert "DATABASE_URL is invalid" in str(info.value)
+    assert "KAFKA_BOOTSTRAP_SERVERS is invalid" in str(info.value)
+
+
+def test_valid_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgresql+asyncpg://u:p@db:5432/app")
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "k1:9092, k2:9092")
+    monkeypatch.setenv("KAFKA_EXTRA_CONFIG", "security.protocol=SASL_SSL")
+    settings = load_settings()
+    assert settings.asyncpg_dsn == "postgresql://u:p@db:5432/app"
+    assert settings.kafka_config() == {
+        "bootstrap.servers": "k1:9092,k2:9092",
+        "security.protocol": "SASL_SSL",
+    }
