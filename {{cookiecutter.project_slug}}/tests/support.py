@@ -8,7 +8,7 @@ import copy
 import threading
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,12 +19,12 @@ from alembic import command
 from alembic.config import Config
 from confluent_kafka import Consumer, KafkaError
 
-{% if cookiecutter.include_example_domain -%}
-from {{ cookiecutter.package_name }}.domain import models as domain_models
-{% endif -%}
 from {{ cookiecutter.package_name }} import items
 from {{ cookiecutter.package_name }}.container import Container
 from {{ cookiecutter.package_name }}.db import Base
+{% if cookiecutter.include_example_domain -%}
+from {{ cookiecutter.package_name }}.domain import models as domain_models
+{% endif -%}
 from {{ cookiecutter.package_name }}.messaging.config import parse_boxes
 from {{ cookiecutter.package_name }}.messaging.middleware import Middlewares
 from {{ cookiecutter.package_name }}.messaging.registry import BoxRegistry
@@ -170,7 +170,7 @@ def read_topic(
                     Received(
                         key=key.decode() if isinstance(key, bytes) else "",
                         value=value if isinstance(value, bytes) else b"",
-                        headers={k: (v or b"").decode() for k, v in (message.headers() or [])},
+                        headers=header_dict(message.headers()),
                         partition=message.partition() or 0,
                         offset=message.offset() or 0,
                     )
@@ -178,6 +178,11 @@ def read_topic(
     finally:
         consumer.close()
     return received
+
+
+def header_dict(raw: Any) -> dict[str, str]:
+    pairs = raw.items() if isinstance(raw, dict) else (raw or [])
+    return {str(k): v.decode() if isinstance(v, bytes) else str(v or "") for k, v in pairs}
 
 
 def order_violations(sequences: dict[str, list[int]]) -> int:
@@ -227,11 +232,74 @@ async def running_worker(
 
 
 async def wait_for(
-    check: Callable[[], Awaitable[bool]], timeout: float = 30.0, interval: float = 0.05
+    check: Callable[[], Awaitable[bool]], within: float = 30.0, interval: float = 0.05
 ) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if await check():
             return
         await asyncio.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s")
+    raise AssertionError(f"condition not met within {within}s")
+
+
+# -- processes and Kafka producers -------------------------------------------------------------
+
+
+def service_env(container: Container, **extra: str) -> dict[str, str]:
+    """The environment of a service process that uses this test run's database and Kafka."""
+    import os
+
+    settings = container.settings()
+    env = {
+        **os.environ,
+        "DATABASE_URL": settings.database_url,
+        "KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
+        "BOXES_FILE": str(settings.boxes_file),
+        "LOG_FORMAT": "text",
+        "LOG_LEVEL": "WARNING",
+    }
+    env.update(extra)
+    return env
+
+
+def spawn(command: list[str], env: dict[str, str]) -> Any:
+    import subprocess
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "{{ cookiecutter.package_name }}.cli", *command],
+        env=env,
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+KafkaMessage = tuple[str | None, bytes | None, Sequence[tuple[str, bytes]]]
+
+
+def produce(bootstrap: str, topic: str, messages: Sequence[KafkaMessage]) -> None:
+    """Produce (key, value, headers) messages and wait until every one is acknowledged."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+    )
+    failures: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    for key, value, headers in messages:
+        while True:
+            try:
+                producer.produce(
+                    topic, value, key, headers=[(k, v) for k, v in headers], on_delivery=on_delivery
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)
+    remaining = producer.flush(60)
+    assert remaining == 0, f"{remaining} messages not delivered"
+    assert not failures, failures[:3]

@@ -32,10 +32,14 @@ async def test_an_exception_in_the_business_transaction_leaves_no_item(
     container: Container,
 ) -> None:
     outbox = container.outbox()
-    with pytest.raises(RuntimeError):
+
+    async def business_transaction() -> None:
         async with container.session_factory()() as session, session.begin():
             await outbox.create(session, OutboxItem, event_key="1", event_name="e", payload=b"x")
             raise RuntimeError("business rule violated")
+
+    with pytest.raises(RuntimeError, match="business rule violated"):
+        await business_transaction()
     assert await count_items(container) == 0
 
 

@@ -14,7 +14,7 @@ async def test_migrations_create_the_paired_tables_and_their_indexes(container: 
                 )
             ).scalars()
         )
-        indexes = dict(
+        indexes: dict[str, str] = dict(
             (
                 await conn.execute(
                     text("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'")

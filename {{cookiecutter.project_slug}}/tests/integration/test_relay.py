@@ -79,7 +79,7 @@ async def test_relay_delivers_every_item_to_kafka_in_key_order(
     for start in range(0, len(specs), 500):
         await create(container, specs[start : start + 500])
     async with running_worker(container, registry, concurrency=2):
-        await wait_for(lambda: _all_delivered(container, 2000), timeout=60)
+        await wait_for(lambda: _all_delivered(container, 2000), within=60)
     received = read_topic(container.settings().kafka_bootstrap_servers, env_topics, expect=2000)
     assert len({m.headers["message-id"] for m in received}) == 2000
     per_key: dict[str, list[int]] = defaultdict(list)
@@ -105,7 +105,7 @@ async def test_failed_attempts_back_off_and_then_succeed(container: Container) -
     FAILURES["t"] = 2
     await create(container, [("1", "e", {"n": 1})])
     async with running_worker(container, registry):
-        await wait_for(lambda: _all_delivered(container, 1), timeout=10)
+        await wait_for(lambda: _all_delivered(container, 1), within=10)
     [(status, errors, last_error)] = (await statuses(container)).values()
     assert (status, errors) == (ItemStatus.DELIVERED, 2)
     assert last_error == "RuntimeError: transport failed (test)"
@@ -122,7 +122,7 @@ async def test_a_transport_returning_false_is_a_failed_attempt(container: Contai
     FAILURES["f"] = 1
     await create(container, [("1", "e", b"x")])
     async with running_worker(container, registry):
-        await wait_for(lambda: _count_failed(container, 1), timeout=10)
+        await wait_for(lambda: _count_failed(container, 1), within=10)
     [(status, errors, last_error)] = (await statuses(container)).values()
     assert (status, errors, last_error) == (
         ItemStatus.FAILED,
@@ -140,7 +140,7 @@ async def test_max_retries_then_failed(container: Container) -> None:
     FAILURES["t"] = 100
     await create(container, [("1", "e", b"x"), ("2", "e", b"y")])
     async with running_worker(container, registry):
-        await wait_for(lambda: _count_failed(container, 2), timeout=10)
+        await wait_for(lambda: _count_failed(container, 2), within=10)
     assert {(s, e) for s, e, _ in (await statuses(container)).values()} == {(ItemStatus.FAILED, 3)}
     assert len(CALLS["t"]) == 6
 
@@ -155,7 +155,7 @@ async def test_an_unavailable_destination_consumes_no_retry(container: Container
     FAILURES["u"] = 3
     await create(container, [("1", "e", b"x")])
     async with running_worker(container, registry):
-        await wait_for(lambda: _all_delivered(container, 1), timeout=20)
+        await wait_for(lambda: _all_delivered(container, 1), within=20)
     [(status, errors, _)] = (await statuses(container)).values()
     assert (status, errors) == (ItemStatus.DELIVERED, 0)
     assert len(CALLS["u"]) == 4
@@ -165,8 +165,8 @@ async def test_a_poison_payload_fails_at_once_and_the_rest_flows(container: Cont
     registry = make_registry(outbox=recording(max_retries=5))
     await create(container, [("1", "e", "poison"), ("2", "e", b"ok"), ("3", "e", b"ok")])
     async with running_worker(container, registry):
-        await wait_for(lambda: _all_delivered(container, 2), timeout=10)
-        await wait_for(lambda: _count_failed(container, 1), timeout=10)
+        await wait_for(lambda: _all_delivered(container, 2), within=10)
+        await wait_for(lambda: _count_failed(container, 1), within=10)
     failed = [v for v in (await statuses(container)).values() if v[0] == ItemStatus.FAILED]
     assert failed == [(ItemStatus.FAILED, 1, "PermanentFailure: poison payload")]
 
@@ -184,8 +184,8 @@ async def test_latest_available_discards_a_retry_superseded_by_a_newer_delivery(
     await create(container, [("1", "price_changed", b"old")])
     await create(container, [("1", "price_changed", b"new")])
     async with running_worker(container, registry):
-        await wait_for(lambda: _all_delivered(container, 1), timeout=10)
-        await wait_for(lambda: _count_status(container, ItemStatus.DISCARDED, 1), timeout=10)
+        await wait_for(lambda: _all_delivered(container, 1), within=10)
+        await wait_for(lambda: _count_status(container, ItemStatus.DISCARDED, 1), within=10)
     rows = await statuses(container)
     assert rows[1][0] == ItemStatus.DISCARDED
     assert rows[1][2] == "latest_available: a newer item of this key and event was delivered"
@@ -203,7 +203,7 @@ async def test_without_strict_order_a_failing_item_does_not_block_its_key(
     registry = make_registry(outbox=recording(max_retries=0))
     await create(container, [("1", "e", "poison"), ("1", "e", b"after")])
     async with running_worker(container, registry):
-        await wait_for(lambda: _all_delivered(container, 1), timeout=10)
+        await wait_for(lambda: _all_delivered(container, 1), within=10)
     assert [p for _, _, p in CALLS["t"]] == [b"poison", b"after"]
 
 
@@ -214,8 +214,8 @@ async def test_strict_order_blocks_a_key_behind_its_failed_head(container: Conta
         [("1", "e", "poison"), ("1", "e", b"k1-a"), ("2", "e", b"k2-a"), ("1", "e", b"k1-b")],
     )
     async with running_worker(container, registry):
-        await wait_for(lambda: _all_delivered(container, 1), timeout=10)
-        await wait_for(lambda: _count_failed(container, 1), timeout=10)
+        await wait_for(lambda: _all_delivered(container, 1), within=10)
+        await wait_for(lambda: _count_failed(container, 1), within=10)
         await _sleep_polls(registry.get(OUTBOX_BOX), 3)
         assert sorted(p for _, _, p in CALLS["t"]) == [b"k2-a", b"poison"]
         # An operator discards the failed head: the key moves on, in order.
@@ -225,7 +225,7 @@ async def test_strict_order_blocks_a_key_behind_its_failed_head(container: Conta
                 .where(OutboxItem.id == 1)
                 .values(status=int(ItemStatus.DISCARDED))
             )
-        await wait_for(lambda: _all_delivered(container, 3), timeout=10)
+        await wait_for(lambda: _all_delivered(container, 3), within=10)
     assert [p for k, _, p in CALLS["t"] if k == "1"] == [b"poison", b"k1-a", b"k1-b"]
 
 
@@ -241,8 +241,8 @@ async def test_the_hop_limit_fails_looping_items(container: Container) -> None:
         await create(container, [("1", "e", b"loop")])
     await create(container, [("2", "e", b"fine")])
     async with running_worker(container, registry):
-        await wait_for(lambda: _count_failed(container, 1), timeout=10)
-        await wait_for(lambda: _all_delivered(container, 1), timeout=10)
+        await wait_for(lambda: _count_failed(container, 1), within=10)
+        await wait_for(lambda: _all_delivered(container, 1), within=10)
     rows = await statuses(container)
     assert rows[1] == (ItemStatus.FAILED, 1, "hop limit exceeded: hop 3 > max_hops 2")
     assert [p for _, _, p in CALLS["t"]] == [b"fine"]
@@ -258,7 +258,7 @@ async def test_a_slow_transport_times_out_as_a_failed_attempt(container: Contain
     )
     await create(container, [("1", "e", b"x")])
     async with running_worker(container, registry):
-        await wait_for(lambda: _count_failed(container, 1), timeout=10)
+        await wait_for(lambda: _count_failed(container, 1), within=10)
     [(status, errors, last_error)] = (await statuses(container)).values()
     assert (status, errors, last_error) == (
         ItemStatus.FAILED,
@@ -282,7 +282,7 @@ async def test_server_middlewares_wrap_every_batch_and_item(container: Container
     await create(container, [(str(i), "e", b"x") for i in range(30)])
     middlewares = Middlewares(batch=[batch_mw], item=[item_mw])
     async with running_worker(container, registry, middlewares=middlewares):
-        await wait_for(lambda: _all_delivered(container, 30), timeout=10)
+        await wait_for(lambda: _all_delivered(container, 30), within=10)
     assert sum(seen["batch"]) == 30
     assert sorted(seen["item"]) == list(range(1, 31))
 
@@ -300,8 +300,8 @@ async def test_two_workers_share_the_buckets_and_take_over_when_one_leaves(
                 b = second.ownership.boxes[OUTBOX_BOX].owned
                 return not (a & b) and len(a | b) == buckets and abs(len(a) - len(b)) <= 1
 
-            await wait_for(split, timeout=10)
-        await wait_for(lambda: _owns(first, buckets), timeout=10)
+            await wait_for(split, within=10)
+        await wait_for(lambda: _owns(first, buckets), within=10)
 
 
 async def _owns(worker: object, buckets: int) -> bool:
