@@ -117,6 +117,8 @@ class InboxBoxConfig(BoxConfig):
     default_event_name: str = "unknown"
     max_message_bytes: int = Field(default=1_048_576, ge=1)
     consume_batch_size: int = Field(default=500, ge=1, le=100_000)
+    # How fast the group notices a dead consumer and hands its partitions to the others.
+    session_timeout_ms: int = Field(default=10_000, ge=6_000, le=300_000)
 
 
 class BoxesConfig(_Strict):

@@ -130,6 +130,7 @@ class InboxConsumer:
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
             "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": config.session_timeout_ms,
             "error_cb": self._on_error,
         }
         self.poll_timeout = poll_timeout
