@@ -18,6 +18,7 @@ REMOVE_WHEN: dict[tuple[str, object], tuple[str, ...]] = {
         "src/{package_name}/api/orders.py",
         "tests/integration/test_orders.py",
         "tests/integration/test_payments.py",
+        "tests/integration/test_example_faults.py",
         "docs/example-domain.md",
     ),
     ("opentelemetry", False): (
