@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# THE test command of the template repository:
+#
+#   ./scripts/test.sh [pytest args...]      e.g.  ./scripts/test.sh -k default -x
+#
+# 1. ensures uv and the tooling venv .venv (from pyproject.toml);
+# 2. starts (or reuses) PostgreSQL and Kafka without Docker (scripts/services-up.sh);
+# 3. runs pytest on tests/: hooks unit tests, bakes of every supported option combination
+#    (leftover Jinja, removed files, ruff, mypy), and the baked projects' own suites on the
+#    real services.
+#
+# The services keep running afterwards so the next run starts fast; stop them with
+# scripts/services-down.sh. Exit code: pytest's.
+#
+# Env: PYTHON (interpreter for the tooling venv, default python3),
+#      TEMPLATE_ALLOW_MISSING_PYTHON=1 (skip combinations whose Python is not installed),
+#      TEMPLATE_PYTHON_3_12=/abs/python3.12 etc. (use this interpreter for that version).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+START=$SECONDS
+log() { printf '[test.sh %4ds] %s\n' "$((SECONDS - START))" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# --- a real interpreter (absolute path; pyenv shims resolve per directory) -------------
+PY="$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)')" \
+  || die "no working ${PYTHON:-python3}; install Python 3.11+ or set PYTHON=/path/to/python3"
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || die "$PY is older than 3.11; set PYTHON=/path/to/python3.11+"
+
+VENV="$ROOT/.venv"
+UV="$VENV/bin/uv"
+
+# uv that works, for bootstrapping .venv only; afterwards always "$UV".
+bootstrap_uv() {
+  if "$PY" -m uv --version >/dev/null 2>&1; then
+    BOOT_UV=("$PY" -m uv)
+    return
+  fi
+  log "uv not found; installing it with pip --user"
+  "$PY" -m pip install --user --quiet uv \
+    || "$PY" -m pip install --user --quiet --break-system-packages uv \
+    || die "could not install uv with pip; install it (pip install uv) and re-run"
+  "$PY" -m uv --version >/dev/null 2>&1 || die "uv installed but '$PY -m uv' does not run"
+  BOOT_UV=("$PY" -m uv)
+}
+
+if ! { [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c '' 2>/dev/null \
+       && [ -x "$UV" ] && "$UV" --version >/dev/null 2>&1; }; then
+  bootstrap_uv
+  log "creating $VENV with $PY"
+  rm -rf "$VENV"
+  "${BOOT_UV[@]}" venv --quiet --python "$PY" "$VENV"
+  "${BOOT_UV[@]}" pip install --quiet --python "$VENV/bin/python" uv
+fi
+# Never let uv fetch interpreters: combinations use the machine's, found by absolute path.
+export UV_PYTHON_DOWNLOADS=never
+log "syncing tooling venv ($("$UV" --version))"
+"$UV" pip install --quiet --python "$VENV/bin/python" -r pyproject.toml
+
+# --- services --------------------------------------------------------------------------
+log "starting PostgreSQL and Kafka (scripts/services-up.sh)"
+services_env="$("$ROOT/scripts/services-up.sh")" || die "scripts/services-up.sh failed (see above)"
+eval "$services_env"
+: "${TEST_DATABASE_URL:?services-up.sh did not export TEST_DATABASE_URL}"
+: "${TEST_KAFKA_BOOTSTRAP_SERVERS:?services-up.sh did not export TEST_KAFKA_BOOTSTRAP_SERVERS}"
+export TEST_DATABASE_URL TEST_KAFKA_BOOTSTRAP_SERVERS
+# Fault tests of the generated suites stop and restart the broker with these.
+export TEST_KAFKA_STOP_CMD="$ROOT/scripts/kafka.sh down"
+export TEST_KAFKA_START_CMD="$ROOT/scripts/kafka.sh up"
+log "services: $TEST_DATABASE_URL, kafka $TEST_KAFKA_BOOTSTRAP_SERVERS"
+
+# --- tests -----------------------------------------------------------------------------
+unset VIRTUAL_ENV PYTHONPATH PYTHONHOME
+log "running pytest $*"
+set +e
+"$VENV/bin/python" -m pytest "$@"
+rc=$?
+set -e
+log "pytest exited with $rc after $((SECONDS - START))s total (services left running; stop: scripts/services-down.sh)"
+exit "$rc"

@@ -1,0 +1,88 @@
+"""The option combinations the template supports (each is baked, linted, type-checked) and
+the answers it must refuse before generating anything.
+
+Answers not given here take cookiecutter.json's defaults (the first choice of a list).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Combo:
+    id: str
+    answers: dict[str, Any] = field(default_factory=dict)
+    # Also run `migrate`, `check-config` and the baked project's own test suite.
+    run_suite: bool = False
+    # Extra pytest arguments for that suite.
+    suite_args: tuple[str, ...] = ()
+    # Also start `<slug> api` and wait for /readyz.
+    run_api: bool = False
+
+
+SUPPORTED: tuple[Combo, ...] = (
+    Combo("default", run_suite=True, run_api=True),
+    Combo(
+        "hash-no-example",
+        {"partition_strategy": "hash", "include_example_domain": False},
+        run_suite=True,
+    ),
+    Combo("no-otel-gitlab", {"opentelemetry": False, "ci": "gitlab"}),
+    Combo("py311-ci-none", {"python_version": "3.11", "ci": "none"}),
+    Combo(
+        "py313-custom-names",
+        {
+            "python_version": "3.13",
+            "project_name": "Billing Hub",
+            "outbox_item": "invoice",
+            "inbox_item": "refund",
+            "bucket_count": "64",
+        },
+        run_suite=True,
+        # The fault-injection tests do not depend on names or the Python version and take
+        # minutes; `default` and `hash-no-example` run them.
+        suite_args=("-m", "not slow"),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    id: str
+    answers: dict[str, Any]
+    # What the pre-generation hook must say (a fragment of its message on stderr).
+    message: str
+
+
+UNSUPPORTED: tuple[Unsupported, ...] = (
+    Unsupported(
+        "slug-uppercase",
+        {"project_slug": "Order_Service"},
+        "project_slug 'Order_Service' is not valid",
+    ),
+    Unsupported(
+        "slug-double-hyphen", {"project_slug": "order--service"}, "project_slug 'order--service'"
+    ),
+    Unsupported("package-stdlib", {"package_name": "json"}, "package_name 'json' would shadow"),
+    Unsupported(
+        "package-dependency", {"package_name": "fastapi"}, "package_name 'fastapi' would shadow"
+    ),
+    Unsupported(
+        "package-keyword",
+        {"package_name": "class"},
+        "package_name 'class' is not a valid Python package name",
+    ),
+    Unsupported("buckets-zero", {"bucket_count": "0"}, "bucket_count '0' must be a whole number"),
+    Unsupported(
+        "buckets-too-many", {"bucket_count": "5000"}, "bucket_count '5000' must be a whole number"
+    ),
+    Unsupported(
+        "buckets-not-a-number", {"bucket_count": "abc"}, "bucket_count 'abc' must be a whole number"
+    ),
+    Unsupported(
+        "outbox-item-uppercase", {"outbox_item": "Order"}, "outbox_item 'Order' is not valid"
+    ),
+    Unsupported("inbox-item-keyword", {"inbox_item": "import"}, "inbox_item 'import' is not valid"),
+)

@@ -1,0 +1,233 @@
+"""Bake every supported option combination and check the result: no leftover Jinja, the
+files of disabled options gone and those of enabled ones present, configuration files that
+parse, and a project that passes its own ruff and mypy. Unsupported answers must stop in the
+pre-generation hook before anything is written."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+from cookiecutter.exceptions import FailedHookException
+
+from combos import SUPPORTED, UNSUPPORTED, Combo, Unsupported
+from conftest import TEMPLATE_DIR, TOOL_DIRS, Baked, Bakery, bake, run
+
+pytestmark = pytest.mark.bake
+
+COMBO_IDS = [combo.id for combo in SUPPORTED]
+CONTEXT_KEYS = [
+    k
+    for k in json.loads((TEMPLATE_DIR.parent / "cookiecutter.json").read_text())
+    if not k.startswith("_")
+]
+
+# Jinja left unrendered. `${{ ... }}` (GitHub Actions expressions) and `${#var}` (shell)
+# are legitimate in rendered files.
+LEFTOVER_JINJA = re.compile(
+    r"(?<!\$)\{\{|\{%|(?<!\$)\{#|\bcookiecutter\.(?:" + "|".join(CONTEXT_KEYS) + r")\b"
+)
+
+
+@pytest.fixture(params=SUPPORTED, ids=COMBO_IDS)
+def baked(request: pytest.FixtureRequest, bakery: Bakery) -> Baked:
+    combo: Combo = request.param
+    return bakery.bake(combo)
+
+
+def project_files(root: Path) -> list[Path]:
+    """Files the template generated (not those of the venv, caches or tools)."""
+    found = []
+    for path in root.rglob("*"):
+        relative = path.relative_to(root)
+        if any(part in TOOL_DIRS or part.endswith(".egg-info") for part in relative.parts):
+            continue
+        if path.is_file():
+            found.append(path)
+    return sorted(found)
+
+
+def read_text(path: Path) -> str | None:
+    """The file's text, or None for a binary file."""
+    data = path.read_bytes()
+    if b"\0" in data[:8192]:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+class _AnyTagLoader(yaml.SafeLoader):
+    """safe_load that accepts custom tags (GitLab's !reference and the like) as plain data."""
+
+
+def _construct_any(loader: yaml.SafeLoader, _suffix: str, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node)
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node)
+    return loader.construct_scalar(node)  # type: ignore[arg-type]
+
+
+_AnyTagLoader.add_multi_constructor("!", _construct_any)
+
+
+# --------------------------------------------------------------------------------------
+# What the bake contains.
+
+
+def test_no_leftover_jinja(baked: Baked) -> None:
+    problems = []
+    for path in project_files(baked.root):
+        relative = path.relative_to(baked.root)
+        if LEFTOVER_JINJA.search(str(relative)):
+            problems.append(f"{relative}: Jinja in the file name")
+        text = read_text(path)
+        if text is None:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if LEFTOVER_JINJA.search(line):
+                problems.append(f"{relative}:{number}: {line.strip()[:120]}")
+    assert not problems, "leftover Jinja:\n" + "\n".join(problems)
+
+
+def test_files_follow_the_options(baked: Baked, post_gen: ModuleType) -> None:
+    """Per post_gen's table: the files of disabled options are gone; those of enabled options
+    are there (when the template has them)."""
+    context = baked.context
+    removed = set(post_gen.paths_to_remove(context))
+    every = {
+        template.format(**context)
+        for templates in post_gen.REMOVE_WHEN.values()
+        for template in templates
+    }
+    still_there = sorted(p for p in removed if (baked.root / p).exists())
+    assert not still_there, f"files of disabled options were not removed: {still_there}"
+    source_names = {**context, "package_name": "{{cookiecutter.package_name}}"}
+    missing = []
+    for relative in sorted(every - removed):
+        in_template = {
+            template.format(**source_names)
+            for templates in post_gen.REMOVE_WHEN.values()
+            for template in templates
+            if template.format(**context) == relative
+        }
+        if (
+            any((TEMPLATE_DIR / t).exists() for t in in_template)
+            and not (baked.root / relative).exists()
+        ):
+            missing.append(relative)
+    assert not missing, f"files of enabled options are missing: {missing}"
+
+
+def test_no_patch_leftovers(baked: Baked) -> None:
+    leftovers = [
+        str(p.relative_to(baked.root))
+        for p in project_files(baked.root)
+        if p.suffix in {".rej", ".orig", ".bak", ".swp"} or p.name.endswith("~")
+    ]
+    assert not leftovers, f"stray files in the generated project: {leftovers}"
+
+
+def test_yaml_files_parse(baked: Baked) -> None:
+    files = [p for p in project_files(baked.root) if p.suffix in {".yml", ".yaml"}]
+    assert files, "expected at least config/boxes.yaml"
+    for path in files:
+        try:
+            list(yaml.load_all(path.read_text(), Loader=_AnyTagLoader))
+        except yaml.YAMLError as exc:
+            pytest.fail(f"{path.relative_to(baked.root)} is not valid YAML: {exc}", pytrace=False)
+
+
+def test_toml_files_parse(baked: Baked) -> None:
+    for path in project_files(baked.root):
+        if path.suffix == ".toml":
+            try:
+                tomllib.loads(path.read_text())
+            except tomllib.TOMLDecodeError as exc:
+                pytest.fail(f"{path.relative_to(baked.root)}: {exc}", pytrace=False)
+
+
+def test_project_metadata(baked: Baked) -> None:
+    pyproject = tomllib.loads((baked.root / "pyproject.toml").read_text())
+    project = pyproject["project"]
+    assert project["name"] == baked.slug
+    assert project["scripts"] == {baked.slug: f"{baked.package}.cli:main"}
+    assert (baked.root / ".python-version").read_text().strip() == baked.context["python_version"]
+    assert f">={baked.context['python_version']}" in project["requires-python"]
+    assert (baked.root / "src" / baked.package / "__init__.py").is_file()
+
+
+def test_names_follow_the_answers(baked: Baked) -> None:
+    transports = baked.root / "src" / baked.package / "transports"
+    outbox = f"{baked.context['outbox_item']}_outbox_item"
+    inbox = f"{baked.context['inbox_item']}_inbox_item"
+    assert (transports / f"{outbox}.py").is_file()
+    assert (transports / f"{inbox}.py").is_file()
+    boxes = yaml.safe_load((baked.root / "config" / "boxes.yaml").read_text())
+    assert list(boxes["outbox"]) == [outbox]
+    assert list(boxes["inbox"]) == [inbox]
+    for box in (boxes["outbox"][outbox], boxes["inbox"][inbox]):
+        assert box["bucket_count"] == int(baked.context["bucket_count"])
+        assert box["partition_strategy"] == baked.context["partition_strategy"]
+
+
+# --------------------------------------------------------------------------------------
+# The baked project's own linters, in its own venv.
+
+
+@pytest.mark.parametrize("combo", SUPPORTED, ids=COMBO_IDS)
+def test_ruff_check(bakery: Bakery, combo: Combo) -> None:
+    installed = bakery.install(combo)
+    run(
+        [installed.bin("ruff"), "check", "--no-cache", "."], cwd=installed.root, env=installed.env()
+    )
+
+
+@pytest.mark.parametrize("combo", SUPPORTED, ids=COMBO_IDS)
+def test_ruff_format(bakery: Bakery, combo: Combo) -> None:
+    installed = bakery.install(combo)
+    run(
+        [installed.bin("ruff"), "format", "--check", "--no-cache", "."],
+        cwd=installed.root,
+        env=installed.env(),
+    )
+
+
+@pytest.mark.parametrize("combo", SUPPORTED, ids=COMBO_IDS)
+def test_mypy(bakery: Bakery, combo: Combo) -> None:
+    installed = bakery.install(combo)
+    run([installed.bin("mypy")], cwd=installed.root, env=installed.env(), timeout=900)
+
+
+# --------------------------------------------------------------------------------------
+# Answers the template refuses.
+
+
+@pytest.mark.parametrize("case", UNSUPPORTED, ids=[case.id for case in UNSUPPORTED])
+def test_unsupported_answers_stop_in_pre_gen(
+    case: Unsupported, tmp_path: Path, cookiecutter_config: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "out"
+    with pytest.raises(FailedHookException):
+        bake(case.answers, output, cookiecutter_config)
+    err = capfd.readouterr().err
+    assert case.message in err, err
+    assert list(output.iterdir()) == [], "the project directory was left behind"
+
+
+def test_unlisted_choice_is_refused_before_generation(
+    tmp_path: Path, cookiecutter_config: Path
+) -> None:
+    """A python_version outside cookiecutter.json's choices never reaches the hooks."""
+    output = tmp_path / "out"
+    with pytest.raises(ValueError, match=r"3\.10"):
+        bake({"python_version": "3.10"}, output, cookiecutter_config)
+    assert not output.exists() or list(output.iterdir()) == []

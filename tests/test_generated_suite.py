@@ -1,0 +1,273 @@
+"""The baked project on real PostgreSQL and Kafka: its console script (`migrate`,
+`check-config`, `api`) and its own test suite. Services come from TEST_DATABASE_URL and
+TEST_KAFKA_BOOTSTRAP_SERVERS, which ./scripts/test.sh exports."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from combos import SUPPORTED, Combo
+from conftest import Bakery, Installed, Services, note, run, tail
+
+pytestmark = [pytest.mark.bake, pytest.mark.services]
+
+SUITE = [combo for combo in SUPPORTED if combo.run_suite]
+API = [combo for combo in SUPPORTED if combo.run_api]
+SUITE_TIMEOUT = 1800
+READY_TIMEOUT = 60
+
+
+def admin_dsn(services: Services) -> str:
+    return services.database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+
+
+def database_url(services: Services, name: str) -> str:
+    base, _, _ = services.database_url.rpartition("/")
+    return f"{base}/{name}"
+
+
+async def _admin(services: Services, *statements: str) -> None:
+    conn = await asyncpg.connect(admin_dsn(services))
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+async def _fetchval(url: str, query: str) -> object:
+    conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://", 1))
+    try:
+        return await conn.fetchval(query)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def fresh_database(services: Services) -> Iterator[Callable[[], str]]:
+    """Creates empty databases on demand (as postgresql+asyncpg:// URLs); drops them after."""
+    created: list[str] = []
+
+    def create() -> str:
+        name = f"template_{uuid.uuid4().hex[:12]}"
+        asyncio.run(_admin(services, f'CREATE DATABASE "{name}"'))
+        created.append(name)
+        return database_url(services, name)
+
+    yield create
+    for name in created:
+        asyncio.run(
+            _admin(
+                services,
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'",
+                f'DROP DATABASE IF EXISTS "{name}"',
+            )
+        )
+
+
+def service_env(installed: Installed, services: Services, url: str, **extra: str) -> dict[str, str]:
+    return installed.env(
+        DATABASE_URL=url,
+        KAFKA_BOOTSTRAP_SERVERS=services.kafka_bootstrap_servers,
+        LOG_FORMAT="text",
+        **extra,
+    )
+
+
+def kafka_reachable(bootstrap: str) -> bool:
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=3):
+            return True
+    except OSError:
+        return False
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("combo", SUITE, ids=[c.id for c in SUITE])
+def test_migrate_and_check_config(
+    bakery: Bakery, combo: Combo, services: Services, fresh_database: Callable[[], str]
+) -> None:
+    installed = bakery.install(combo)
+    url = fresh_database()
+    env = service_env(installed, services, url)
+    run([installed.script, "migrate"], cwd=installed.root, env=env)
+    assert asyncio.run(_fetchval(url, "SELECT to_regclass('alembic_version') IS NOT NULL")), (
+        "migrate exited 0 but created no alembic_version table"
+    )
+    assert asyncio.run(_fetchval(url, "SELECT count(*) FROM alembic_version")) == 1
+    outbox_table = f"{installed.baked.context['outbox_item']}_outbox_items"
+    assert asyncio.run(_fetchval(url, f"SELECT to_regclass('{outbox_table}') IS NOT NULL")), (
+        f"no {outbox_table} table after migrate"
+    )
+    # Running it again is a no-op.
+    run([installed.script, "migrate"], cwd=installed.root, env=env)
+
+    result = run([installed.script, "check-config"], cwd=installed.root, env=env)
+    assert f"{installed.baked.context['outbox_item']}_outbox_item" in result.stdout, result.stdout
+    assert f"{installed.baked.context['inbox_item']}_inbox_item" in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("combo", API, ids=[c.id for c in API])
+def test_api_becomes_ready(
+    bakery: Bakery,
+    combo: Combo,
+    services: Services,
+    fresh_database: Callable[[], str],
+    tmp_path: Path,
+) -> None:
+    installed = bakery.install(combo)
+    url = fresh_database()
+    env = service_env(installed, services, url, METRICS_PORT=str(free_port()))
+    run([installed.script, "migrate"], cwd=installed.root, env=env)
+    port = free_port()
+    log_path = tmp_path / "api.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [str(installed.script), "api", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=installed.root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT
+        last = "no answer"
+        body: dict[str, object] = {}
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                pytest.fail(
+                    f"`{installed.baked.slug} api` exited with {process.returncode} before it was "
+                    f"ready:\n{tail(log_path.read_text())}",
+                    pytrace=False,
+                )
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/readyz", timeout=10
+                ) as response:
+                    body = json.loads(response.read())
+                    if response.status == 200:
+                        break
+                    last = f"{response.status} {body}"
+            except urllib.error.HTTPError as exc:
+                last = f"{exc.code} {exc.read().decode(errors='replace')}"
+            except (OSError, ValueError) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            time.sleep(0.5)
+        else:
+            pytest.fail(
+                f"/readyz not 200 within {READY_TIMEOUT}s (last: {last})\n{tail(log_path.read_text())}",
+                pytrace=False,
+            )
+        assert body.get("status") == "ready", body
+        checks = body.get("checks")
+        assert isinstance(checks, dict), body
+        assert checks, body
+        assert all(value == "ok" for value in checks.values()), body
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            code = process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            pytest.fail(f"`api` did not stop within 30s of SIGTERM\n{tail(log_path.read_text())}")
+    assert code in (0, -signal.SIGTERM), (
+        f"api exited with {code} on SIGTERM\n{tail(log_path.read_text())}"
+    )
+
+
+SUMMARY = re.compile(r"^=*\s*(?P<body>(?:\d+ \w+(?:, )?)+ in [\d.]+s.*?)\s*=*$")
+
+
+def summary_line(output: str) -> str:
+    for line in reversed(output.splitlines()):
+        match = SUMMARY.match(line.strip())
+        if match:
+            return match.group("body")
+    return ""
+
+
+def slowest(output: str) -> list[str]:
+    """The lines of pytest's --durations section."""
+    lines = output.splitlines()
+    for index, line in enumerate(lines):
+        if "slowest" in line and "durations" in line:
+            return [
+                entry for entry in lines[index + 1 : index + 6] if re.match(r"^[\d.]+s ", entry)
+            ]
+    return []
+
+
+def counts(summary: str) -> dict[str, int]:
+    return {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", summary.split(" in ")[0])}
+
+
+@pytest.mark.parametrize("combo", SUITE, ids=[c.id for c in SUITE])
+def test_generated_suite_passes(
+    bakery: Bakery, combo: Combo, services: Services, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    installed = bakery.install(combo)
+    log_file = tmp_path_factory.mktemp(f"suite-{combo.id}") / "pytest.log"
+    started = time.monotonic()
+    result = run(
+        [
+            installed.bin("python"),
+            *("-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=5"),
+            *combo.suite_args,
+        ],
+        cwd=installed.root,
+        env=installed.env(),  # passes TEST_* (services, Kafka stop/start commands) through
+        timeout=SUITE_TIMEOUT,
+        check=False,
+        log_file=log_file,
+    )
+    summary = summary_line(result.stdout) or "(no pytest summary line)"
+    args = f" {' '.join(combo.suite_args)}" if combo.suite_args else ""
+    note(f"suite of {combo.id}{args}: {summary} ({time.monotonic() - started:.0f}s with setup)")
+    for line in slowest(result.stdout):
+        note(f"    {line}")
+    tally = counts(summary)
+    if not kafka_reachable(services.kafka_bootstrap_servers):
+        # Recover for the tests that follow, but report it: the suite must restore Kafka.
+        if services.kafka_start_cmd:
+            subprocess.run(
+                services.kafka_start_cmd, shell=True, stdout=subprocess.DEVNULL, check=False
+            )
+        pytest.fail(f"the suite of {combo.id} left Kafka stopped ({summary})", pytrace=False)
+    if (
+        result.returncode != 0
+        or tally.get("passed", 0) == 0
+        or tally.get("failed", 0)
+        or tally.get("error", 0)
+        or tally.get("errors", 0)
+    ):
+        pytest.fail(
+            f"the baked project's own suite ({combo.id}) exited with {result.returncode}: "
+            f"{summary}\nfull log: {log_file}\n--- last lines ---\n{tail(result.stdout, 80)}",
+            pytrace=False,
+        )
