@@ -40,7 +40,7 @@ bootstrap_uv() {
     return
   fi
   log "uv not found; installing it with pip --user"
-  "$PY" -m pip install --user --quiet uv \
+  "$PY" -m pip install --user --quiet uv 2>/dev/null \
     || "$PY" -m pip install --user --quiet --break-system-packages uv \
     || die "could not install uv with pip; install it (pip install uv) and re-run"
   "$PY" -m uv --version >/dev/null 2>&1 || die "uv installed but '$PY -m uv' does not run"
