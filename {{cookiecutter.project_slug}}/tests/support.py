@@ -18,6 +18,7 @@ import yaml
 from alembic import command
 from alembic.config import Config
 from confluent_kafka import Consumer, KafkaError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from {{ cookiecutter.package_name }} import items
 from {{ cookiecutter.package_name }}.container import Container
@@ -26,9 +27,12 @@ from {{ cookiecutter.package_name }}.db import Base
 from {{ cookiecutter.package_name }}.domain import models as domain_models
 {% endif -%}
 from {{ cookiecutter.package_name }}.messaging.config import parse_boxes
+from {{ cookiecutter.package_name }}.messaging.create import Outbox
 from {{ cookiecutter.package_name }}.messaging.middleware import Middlewares
 from {{ cookiecutter.package_name }}.messaging.registry import BoxRegistry
+from {{ cookiecutter.package_name }}.messaging.resources import Resources
 from {{ cookiecutter.package_name }}.messaging.transport import (
+    InboxHandler,
     ItemRecord,
     PermanentFailure,
     Transport,
@@ -303,3 +307,26 @@ def produce(bootstrap: str, topic: str, messages: Sequence[KafkaMessage]) -> Non
     remaining = producer.flush(60)
     assert remaining == 0, f"{remaining} messages not delivered"
     assert not failures, failures[:3]
+
+
+class RecordingHandler(InboxHandler):
+    """Writes an outbox item for every message, then fails while FAILURES[name] > 0: a
+    failed attempt must leave none of its writes behind."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._outbox: Outbox | None = None
+
+    async def setup(self, resources: Resources) -> None:
+        self._outbox = resources.outbox
+
+    async def handle(self, item: ItemRecord, payload: bytes, session: AsyncSession) -> bool:
+        assert self._outbox is not None
+        await self._outbox.create(
+            session, OutboxItem, event_key=item.event_key, event_name="handled", payload=payload
+        )
+        CALLS[self.name].append((item.event_key, item.id, payload))
+        if payload == b"fail" and FAILURES[self.name] > 0:
+            FAILURES[self.name] -= 1
+            raise RuntimeError("handler failed (test)")
+        return True
