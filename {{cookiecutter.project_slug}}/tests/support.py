@@ -313,8 +313,9 @@ class RecordingHandler(InboxHandler):
     """Writes an outbox item for every message, then fails while FAILURES[name] > 0: a
     failed attempt must leave none of its writes behind."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, emit: bool = True) -> None:
         self.name = name
+        self.emit = emit
         self._outbox: Outbox | None = None
 
     async def setup(self, resources: Resources) -> None:
@@ -322,9 +323,10 @@ class RecordingHandler(InboxHandler):
 
     async def handle(self, item: ItemRecord, payload: bytes, session: AsyncSession) -> bool:
         assert self._outbox is not None
-        await self._outbox.create(
-            session, OutboxItem, event_key=item.event_key, event_name="handled", payload=payload
-        )
+        if self.emit:
+            await self._outbox.create(
+                session, OutboxItem, event_key=item.event_key, event_name="handled", payload=payload
+            )
         CALLS[self.name].append((item.event_key, item.id, payload))
         if payload == b"fail" and FAILURES[self.name] > 0:
             FAILURES[self.name] -= 1

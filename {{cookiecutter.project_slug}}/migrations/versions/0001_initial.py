@@ -7,51 +7,17 @@ Create Date: 2026-01-01
 
 from collections.abc import Sequence
 
+{% if cookiecutter.include_example_domain -%}
 import sqlalchemy as sa
+{% endif -%}
 from alembic import op
-from sqlalchemy.dialects import postgresql
+
+from {{ cookiecutter.package_name }}.messaging.schema import create_item_table
 
 revision: str = "0001"
 down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
-
-
-def create_item_table(name: str, inbox: bool) -> None:
-    """An outbox or inbox table with the engine's columns and indexes."""
-    columns = [
-        sa.Column("id", sa.BigInteger(), sa.Identity(always=False), primary_key=True),
-        sa.Column("uuid", postgresql.UUID(as_uuid=True), nullable=False),
-        sa.Column("event_name", sa.String(255), nullable=False),
-        sa.Column("event_key", sa.String(255), nullable=False),
-        sa.Column("bucket", sa.Integer(), nullable=False),
-        sa.Column("status", sa.SmallInteger(), nullable=False, server_default=sa.text("0")),
-        sa.Column("payload", sa.LargeBinary(), nullable=False),
-        sa.Column(
-            "headers", postgresql.JSONB(), nullable=False, server_default=sa.text("'{}'::jsonb")
-        ),
-        sa.Column("errors_count", sa.Integer(), nullable=False, server_default=sa.text("0")),
-        sa.Column("last_error", sa.Text(), nullable=True),
-        sa.Column("next_attempt_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column(
-            "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
-        ),
-        sa.Column("processed_at", sa.DateTime(timezone=True), nullable=True),
-    ]
-    if inbox:
-        columns += [
-            sa.Column("source_topic", sa.String(255), nullable=True),
-            sa.Column("source_partition", sa.Integer(), nullable=True),
-            sa.Column("source_offset", sa.BigInteger(), nullable=True),
-        ]
-    op.create_table(name, *columns, sa.PrimaryKeyConstraint("id", name=f"pk_{name}"))
-    op.create_index(f"ix_{name}_uuid", name, ["uuid"], unique=True)
-    # The relay's claim: an index range scan over pending rows of one bucket, in id order.
-    op.create_index(
-        f"ix_{name}_pending", name, ["bucket", "id"], postgresql_where=sa.text("status = 0")
-    )
-    op.create_index(f"ix_{name}_event_key_id", name, ["event_key", "id"])
-    op.create_index(f"ix_{name}_created_at", name, ["created_at"])
 
 
 def upgrade() -> None:

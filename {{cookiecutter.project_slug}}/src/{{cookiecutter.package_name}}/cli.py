@@ -15,6 +15,9 @@ from typing import Any
 from .container import Container, shutdown
 from .logging_setup import configure_logging
 from .messaging.config import ConfigError
+from .messaging.probes import ProbeServer
+from .ops import commands as ops_commands
+from .ops.errors import OpsError
 from .settings import SettingsError
 
 log = logging.getLogger("{{ cookiecutter.package_name }}")
@@ -66,6 +69,16 @@ async def _run_until_signal(
     await start()
 
 
+def _metrics_renderer() -> Callable[[], bytes] | None:
+{%- if cookiecutter.opentelemetry %}
+    from .telemetry import render_metrics
+
+    return render_metrics
+{%- else %}
+    return None
+{%- endif %}
+
+
 def cmd_worker(container: Container, args: argparse.Namespace) -> int:
     from .messaging.worker import Worker
 
@@ -86,9 +99,14 @@ def cmd_worker(container: Container, args: argparse.Namespace) -> int:
             shutdown_timeout=args.shutdown_timeout,
             application_name=f"{settings.service_name}-worker",
         )
+        port = settings.worker_probe_port if args.probe_port is None else args.probe_port
+        probe_port = port or None  # 0 turns probes off
+        probes = ProbeServer(probe_port, worker.liveness, worker.readiness, _metrics_renderer())
+        await probes.start()
         try:
             await _run_until_signal(worker.run, worker.stop)
         finally:
+            await probes.close()
             await shutdown(container)
 
     asyncio.run(main())
@@ -106,10 +124,33 @@ def cmd_consumer(container: Container, args: argparse.Namespace) -> int:
         )
 
     async def main() -> None:
+        observer = container.observer()
         consumers = [
-            InboxConsumer(box, container.engine(), settings.kafka_config(), settings.service_name)
+            InboxConsumer(
+                box,
+                container.engine(),
+                settings.kafka_config(),
+                settings.service_name,
+                observer=observer,
+            )
             for box in boxes
         ]
+        loop = asyncio.get_running_loop()
+
+        def alive() -> tuple[bool, str]:
+            stalled = [
+                c.box.name for c in consumers if c.last_poll and loop.time() - c.last_poll > 120
+            ]
+            return (False, f"consumers stalled: {stalled}") if stalled else (True, "ok")
+
+        def ready() -> tuple[bool, str]:
+            waiting = [c.box.name for c in consumers if not c.ready.is_set()]
+            return (False, f"not polling yet: {waiting}") if waiting else (True, "ok")
+
+        port = settings.consumer_probe_port if args.probe_port is None else args.probe_port
+        probe_port = port or None  # 0 turns probes off
+        probes = ProbeServer(probe_port, alive, ready, _metrics_renderer())
+        await probes.start()
 
         def stop() -> None:
             for consumer in consumers:
@@ -121,6 +162,7 @@ def cmd_consumer(container: Container, args: argparse.Namespace) -> int:
         try:
             await _run_until_signal(run_all, stop)
         finally:
+            await probes.close()
             await container.engine().dispose()
 
     asyncio.run(main())
@@ -157,16 +199,20 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--shutdown-timeout", type=float, default=30.0, help="seconds to finish a batch on stop"
     )
+    worker.add_argument("--probe-port", type=int, default=None, help="probe port (0: off)")
     worker.set_defaults(func=cmd_worker)
 
     consumer = sub.add_parser("consumer", help="consume Kafka topics into the inbox tables")
     consumer.add_argument(
         "--box", action="append", help="consume only for this inbox box (repeatable)"
     )
+    consumer.add_argument("--probe-port", type=int, default=None, help="probe port (0: off)")
     consumer.set_defaults(func=cmd_consumer)
 
     check = sub.add_parser("check-config", help="validate the boxes file and print the boxes")
     check.set_defaults(func=cmd_check_config)
+
+    ops_commands.register(sub)
     return parser
 
 
@@ -174,11 +220,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     container = Container()
     try:
-        settings = container.settings()
-        configure_logging(settings.log_level, settings.log_format)
+        if args.command == "generate":  # edits source files: needs no database or settings
+            configure_logging("WARNING", "text")
+        else:
+            settings = container.settings()
+            configure_logging(settings.log_level, settings.log_format)
         result: int = args.func(container, args)
         return result
-    except (SettingsError, ConfigError) as exc:
+    except (SettingsError, ConfigError, OpsError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
 

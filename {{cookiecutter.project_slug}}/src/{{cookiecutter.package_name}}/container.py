@@ -13,6 +13,7 @@ from .messaging.config import load_boxes
 from .messaging.create import Outbox
 from .messaging.kafka import KafkaProducer
 from .messaging.middleware import Middlewares
+from .messaging.observe import Observer
 from .messaging.registry import BoxRegistry
 from .messaging.resources import Resources
 from .settings import Settings, load_settings
@@ -22,14 +23,14 @@ def _registry(settings: Settings) -> BoxRegistry:
     return BoxRegistry(load_boxes(settings.boxes_file))
 
 
-def _middlewares(settings: Settings) -> Middlewares:
-    middlewares = Middlewares()
+def _observer(settings: Settings, middlewares: Middlewares) -> Observer:
 {%- if cookiecutter.opentelemetry %}
-    from .telemetry import install_messaging_middlewares
+    from .telemetry import install
 
-    install_messaging_middlewares(middlewares, settings)
+    return install(middlewares, settings)
+{%- else %}
+    return Observer()
 {%- endif %}
-    return middlewares
 
 
 class Container(containers.DeclarativeContainer):
@@ -39,9 +40,13 @@ class Container(containers.DeclarativeContainer):
     session_factory = providers.Singleton(create_session_factory, engine)
     producer = providers.Singleton(lambda s: KafkaProducer(s.kafka_config()), settings)
     http = providers.Singleton(httpx.AsyncClient, timeout=10.0)
-    middlewares = providers.Singleton(_middlewares, settings)
+    middlewares = providers.Singleton(Middlewares)
+    observer = providers.Singleton(_observer, settings, middlewares)
     outbox = providers.Singleton(
-        lambda registry, middlewares: Outbox(registry, middlewares.create), registry, middlewares
+        lambda registry, middlewares, observer: Outbox(registry, middlewares.create, observer),
+        registry,
+        middlewares,
+        observer,
     )
     resources = providers.Singleton(
         Resources,
@@ -50,6 +55,7 @@ class Container(containers.DeclarativeContainer):
         producer=producer,
         http=http,
         outbox=outbox,
+        observer=observer,
     )
 
 

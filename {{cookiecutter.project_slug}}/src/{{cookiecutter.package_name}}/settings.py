@@ -33,12 +33,14 @@ class Settings(BaseSettings):
     # Extra librdkafka settings as "key=value,key=value" (e.g. security.protocol=SASL_SSL).
     kafka_extra_config: str = ""
     admin_token: str | None = None
+    # Probe (and, with telemetry, /metrics) ports of worker and consumer; 0 turns them off.
+    worker_probe_port: int = Field(default=8081, ge=0, le=65535)
+    consumer_probe_port: int = Field(default=8082, ge=0, le=65535)
 {%- if cookiecutter.opentelemetry %}
     otel_sdk_disabled: bool = False
     otel_service_name: str | None = None
     otel_exporter_otlp_endpoint: str | None = None
     otel_traces_exporter: str = "otlp"
-    metrics_port: int = Field(default=9464, ge=0, le=65535)
 {%- endif %}
 
     @field_validator("database_url")

@@ -19,7 +19,11 @@ from ..support import INBOX_BOX, InboxItem, make_registry, produce, wait_for
 @asynccontextmanager
 async def running_consumer(container: Container, box: Box) -> AsyncIterator[InboxConsumer]:
     consumer = InboxConsumer(
-        box, container.engine(), container.settings().kafka_config(), f"test-{uuid.uuid4().hex[:8]}"
+        box,
+        container.engine(),
+        container.settings().kafka_config(),
+        f"test-{uuid.uuid4().hex[:8]}",
+        observer=container.observer(),
     )
     task = asyncio.create_task(consumer.run())
     try:

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from ..container import Container, shutdown
-from . import health
+from . import admin, health
 {%- if cookiecutter.include_example_domain %}
 from .orders import router as orders_router
 {%- endif %}
@@ -30,6 +30,7 @@ def create_app(container: Container | None = None) -> FastAPI:
     app = FastAPI(title=settings.service_name, lifespan=lifespan)
     app.state.container = container
     app.include_router(health.router)
+    admin.install(app, settings)
 {%- if cookiecutter.include_example_domain %}
     app.include_router(orders_router)
 {%- endif %}

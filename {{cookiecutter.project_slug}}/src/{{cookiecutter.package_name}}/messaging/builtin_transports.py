@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Mapping
 import httpx
 
 from .kafka import KafkaProducer
+from .observe import Observer
 from .resources import Resources
 from .transport import (
     ItemRecord,
@@ -28,14 +29,16 @@ log = logging.getLogger(__name__)
 SYSTEM_HEADERS = ("correlation-id", "causation-id", "hop")
 
 
-def kafka_headers(item: ItemRecord) -> list[tuple[str, bytes]]:
+def kafka_headers(
+    item: ItemRecord, trace: Mapping[str, str] | None = None
+) -> list[tuple[str, bytes]]:
     """The Kafka headers of an item: ids, chain, trace context and the user's headers."""
     headers: list[tuple[str, bytes]] = [
         ("message-id", str(item.uuid).encode()),
         ("event-name", item.event_name.encode()),
         ("created-at", item.created_at.isoformat().encode()),
     ]
-    for name, value in item.headers.items():
+    for name, value in {**item.headers, **(trace or {})}.items():
         if value is None:
             continue
         text = value if isinstance(value, str) else json.dumps(value)
@@ -54,9 +57,11 @@ class KafkaTransport(PipelinedTransport):
         self.topic = topic
         self.key_from = key_from
         self._producer: KafkaProducer | None = None
+        self._observer = Observer()
 
     async def setup(self, resources: Resources) -> None:
         self._producer = resources.producer
+        self._observer = resources.observer
 
     def topic_for(self, item: ItemRecord) -> str:
         """Override to route items to topics by content."""
@@ -66,7 +71,12 @@ class KafkaTransport(PipelinedTransport):
         if self._producer is None:
             raise TransportUnavailable("KafkaTransport used before setup()")
         key = item.event_key.encode() if self.key_from == "event_key" else None
-        return self._producer.produce(self.topic_for(item), payload, key, kafka_headers(item))
+        topic = self.topic_for(item)
+        span = self._observer.publishing(item, topic)
+        future = self._producer.produce(topic, payload, key, kafka_headers(item, span.headers()))
+        # The publish span ends with the delivery report, not when librdkafka took the message.
+        future.add_done_callback(lambda f: span.end(None if f.cancelled() else f.exception()))
+        return future
 
 
 class HttpWebhookTransport(Transport):

@@ -89,11 +89,15 @@ class BoxConfig(_Strict):
     max_hops: int = Field(default=16, ge=1)
     transport_timeout_seconds: float = Field(default=30.0, gt=0)
     transports: tuple[TransportConfig, ...] = Field(min_length=1)
+    # The admin API shows payloads only of boxes that allow it, after the optional redaction
+    # hook "module:function" (called as function(event_name, payload) -> str | bytes).
+    admin_show_payload: bool = False
+    admin_redact: str | None = None
 
-    @field_validator("item_class")
+    @field_validator("item_class", "admin_redact")
     @classmethod
-    def _item_import_path(cls, value: str) -> str:
-        return TransportConfig._import_path(value)
+    def _item_import_path(cls, value: str | None) -> str | None:
+        return None if value is None else TransportConfig._import_path(value)
 
     @model_validator(mode="after")
     def _compatible_strategies(self) -> BoxConfig:

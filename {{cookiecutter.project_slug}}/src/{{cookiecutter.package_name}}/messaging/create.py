@@ -19,12 +19,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import insert, text
+from sqlalchemy import event, insert, text
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from .chain import chain_headers
 from .middleware import CreateCall, CreateMiddleware, NewItem, wrap_create
-from .registry import BoxRegistry
+from .observe import Observer
+from .registry import Box, BoxRegistry
 
 Payload = bytes | str | Mapping[str, Any] | Sequence[Any] | int | float | bool | None
 
@@ -55,9 +57,15 @@ def encode_payload(payload: Payload) -> bytes:
 class Outbox:
     """The create API, one per process (wired by the container)."""
 
-    def __init__(self, registry: BoxRegistry, middlewares: Sequence[CreateMiddleware] = ()) -> None:
+    def __init__(
+        self,
+        registry: BoxRegistry,
+        middlewares: Sequence[CreateMiddleware] = (),
+        observer: Observer | None = None,
+    ) -> None:
         self._registry = registry
         self._run = wrap_create(list(middlewares), self._insert)
+        self._observer = observer or Observer()
 
     async def create(
         self,
@@ -153,4 +161,29 @@ class Outbox:
             )
         await call.session.execute(insert(box.table), rows)
         await call.session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": box.channel})
+        pending_created(call.session).append(
+            (self._observer, box, [i.event_name for i in call.items])
+        )
         return ids
+
+
+CREATED_KEY = "outbox_created"
+
+
+def pending_created(session: AsyncSession) -> list[tuple[Observer, Box, list[str]]]:
+    """Items created in the session's current transaction, reported when it commits."""
+    pending: list[tuple[Observer, Box, list[str]]] = session.sync_session.info.setdefault(
+        CREATED_KEY, []
+    )
+    return pending
+
+
+@event.listens_for(Session, "after_commit")
+def _report_created(session: Session) -> None:
+    for observer, box, names in session.info.pop(CREATED_KEY, []):
+        observer.created(box, names)
+
+
+@event.listens_for(Session, "after_rollback")
+def _forget_created(session: Session) -> None:
+    session.info.pop(CREATED_KEY, None)

@@ -23,6 +23,7 @@ from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from .observe import Observer
 from .registry import Box
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,8 @@ class InboxConsumer:
         kafka_config: dict[str, Any],
         service_name: str,
         poll_timeout: float = 1.0,
+        observer: Observer | None = None,
+        lag_interval: float = 10.0,
     ) -> None:
         if box.kind != "inbox":
             raise ValueError(f"box {box.name} is not an inbox box")
@@ -134,6 +137,9 @@ class InboxConsumer:
             "error_cb": self._on_error,
         }
         self.poll_timeout = poll_timeout
+        self.observer = observer or Observer()
+        self.lag_interval = lag_interval
+        self.last_poll = 0.0
         self._stopping = asyncio.Event()
         self._consumer: Consumer | None = None
         self.stored = 0
@@ -163,20 +169,44 @@ class InboxConsumer:
         log.info(
             "inbox %s: consuming %s as group %s", self.box.name, ", ".join(topics), self.group_id
         )
+        loop = asyncio.get_running_loop()
+        next_lag = loop.time() + self.lag_interval
         try:
             while not self._stopping.is_set():
                 messages = await asyncio.to_thread(
                     consumer.consume, self.box.inbox_config.consume_batch_size, self.poll_timeout
                 )
+                self.last_poll = loop.time()
                 self.ready.set()
                 if messages:
                     await self._store(consumer, messages)
+                if loop.time() >= next_lag:
+                    next_lag = loop.time() + self.lag_interval
+                    await asyncio.to_thread(self._report_lag, consumer)
         finally:
             await asyncio.to_thread(consumer.close)
             self._consumer = None
             log.info(
                 "inbox %s: consumer closed (stored %d new messages)", self.box.name, self.stored
             )
+
+    def _report_lag(self, consumer: Consumer) -> None:
+        """Messages between the committed offset and the end of each assigned partition."""
+        try:
+            assigned = consumer.assignment()
+            if not assigned:
+                return
+            committed = consumer.committed(assigned, timeout=5)
+        except KafkaException as exc:
+            log.warning("inbox %s: cannot read consumer lag (%s)", self.box.name, exc)
+            return
+        for tp in committed:
+            try:
+                _low, high = consumer.get_watermark_offsets(tp, timeout=5, cached=False)
+            except KafkaException:
+                continue
+            position = tp.offset if tp.offset >= 0 else _low
+            self.observer.consumer_lag(self.box, tp.topic, tp.partition, max(high - position, 0))
 
     async def _store(self, consumer: Consumer, messages: Sequence[Message]) -> None:
         rows = []
@@ -187,7 +217,17 @@ class InboxConsumer:
                 if error.code() != KafkaError._PARTITION_EOF:
                     log.warning("inbox %s: consume error: %s", self.box.name, error)
                 continue
-            rows.append(message_row(self.box, message))
+            row = message_row(self.box, message)
+            row["headers"].update(
+                self.observer.received(
+                    self.box,
+                    row["source_topic"],
+                    row["source_partition"],
+                    row["source_offset"],
+                    row["headers"],
+                )
+            )
+            rows.append(row)
             tp = (message.topic() or "", message.partition() or 0)
             offsets[tp] = max(offsets.get(tp, -1), (message.offset() or 0) + 1)
         if not rows:
@@ -215,6 +255,7 @@ class InboxConsumer:
                 )
                 await asyncio.sleep(1.0)
         self.stored += inserted
+        self.observer.stored(self.box, len(rows), inserted)
         commit = [
             TopicPartition(topic, partition, offset)
             for (topic, partition), offset in offsets.items()

@@ -15,11 +15,13 @@ owner sends them again (at-least-once, same message id).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import functools
 import logging
 import math
-from collections.abc import Awaitable, Sequence
+import time
+from collections.abc import Awaitable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +29,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from .chain import handling
+from .create import pending_created
 from .inbox_consumer import REJECTED_HEADER
 from .middleware import Middlewares, run_batch_chain, run_item_chain
+from .observe import Observer, ProcessScope
 from .registry import Box
 from .retry import decide
 from .status import ItemStatus
@@ -65,6 +69,20 @@ class Slot:
     released: asyncio.Event = field(default_factory=asyncio.Event)
     released_ok: bool = False
     recorded: bool = False
+    scope: ProcessScope | None = None
+
+    def start(self, observer: Observer, box: Box) -> None:
+        """Open the item's processing scope; what it sends carries the scope's context."""
+        self.scope = observer.processing(box, self.item)
+        if self.scope.headers:
+            self.item = dataclasses.replace(
+                self.item, headers={**self.item.headers, **self.scope.headers}
+            )
+
+    def finish(self, error: BaseException | None = None) -> None:
+        if self.scope is not None:
+            self.scope.end(error)
+            self.scope = None
 
     def release(self) -> None:
         self.released_ok = True
@@ -102,11 +120,13 @@ class BoxProcessor:
         engine: AsyncEngine,
         session_factory: async_sessionmaker[AsyncSession],
         middlewares: Middlewares,
+        observer: Observer | None = None,
     ) -> None:
         self.box = box
         self.engine = engine
         self.session_factory = session_factory
         self.middlewares = middlewares
+        self.observer = observer or Observer()
         self.config = box.config
         table = box.table_name
         inbox_columns = (
@@ -134,6 +154,7 @@ class BoxProcessor:
                        (t.next_attempt_at IS NOT NULL AND t.next_attempt_at > now()) AS waiting
                 FROM {table} t
                 WHERE t.bucket = b.bucket AND t.status = {int(ItemStatus.PENDING)} {due} {strict}
+                  AND t.event_key <> ALL(CAST(:paused_keys AS text[]))
                 ORDER BY t.id
                 LIMIT :per_bucket
             ) AS i
@@ -181,7 +202,9 @@ class BoxProcessor:
 
     # -- claim ---------------------------------------------------------------------------
 
-    async def claim(self, buckets: Sequence[int]) -> list[tuple[ItemRecord, bytes]]:
+    async def claim(
+        self, buckets: Sequence[int], paused_keys: Collection[str] = ()
+    ) -> list[tuple[ItemRecord, bytes]]:
         limit = self.config.batch_size
         per_bucket = min(limit, max(8, math.ceil(limit / max(len(buckets), 1)) * 4))
         async with self.engine.connect() as conn:
@@ -189,7 +212,12 @@ class BoxProcessor:
                 (
                     await conn.execute(
                         self._claim_sql,
-                        {"buckets": list(buckets), "per_bucket": per_bucket, "limit": limit},
+                        {
+                            "buckets": list(buckets),
+                            "per_bucket": per_bucket,
+                            "limit": limit,
+                            "paused_keys": list(paused_keys),
+                        },
                     )
                 )
                 .mappings()
@@ -226,14 +254,19 @@ class BoxProcessor:
 
     # -- one step ------------------------------------------------------------------------
 
-    async def run_once(self, buckets: Sequence[int]) -> BatchReport:
+    async def run_once(
+        self, buckets: Sequence[int], paused_keys: Collection[str] = ()
+    ) -> BatchReport:
+        """Relay one batch; items of `paused_keys` (the kill switch) stay pending, untouched."""
         report = BatchReport()
         if not buckets:
             return report
-        claimed = await self.claim(buckets)
+        claimed = await self.claim(buckets, paused_keys)
         report.claimed = len(claimed)
         if not claimed:
             return report
+        started = time.monotonic()
+        self.observer.claimed(self.box, len(claimed))
         slots = [Slot(item, payload) for item, payload in claimed]
         discards: list[tuple[Slot, str]] = []
         live: list[Slot] = []
@@ -259,7 +292,26 @@ class BoxProcessor:
 
         await run_batch_chain(self.middlewares.batch, self.box, [s.item for s in live], deliver)
         await self._record_outcomes(slots, discards, report)
+        self._observe_outcomes(slots, discards, time.monotonic() - started)
         return report
+
+    def _observe_outcomes(
+        self, slots: list[Slot], discards: list[tuple[Slot, str]], seconds: float
+    ) -> None:
+        discarded = {s.item.id for s, _ in discards}
+        for slot in slots:
+            if slot.item.id in discarded:
+                outcome = "discarded"
+            elif slot.result in (Result.FAILED, Result.PERMANENT):
+                dead = (
+                    slot.result is Result.PERMANENT
+                    or slot.item.errors_count + 1 > self.config.max_retries
+                )
+                outcome = "dead" if dead else "failed"
+            else:
+                outcome = slot.result.value
+            self.observer.outcome(self.box, slot.item, outcome, seconds)
+        self.observer.batch_done(self.box, seconds)
 
     async def _drop_superseded(
         self, slots: list[Slot]
@@ -318,6 +370,7 @@ class BoxProcessor:
     async def _deliver_pipelined(self, slots: list[Slot]) -> None:
         futures: list[list[Awaitable[Any]]] = []
         for slot in slots:
+            slot.start(self.observer, self.box)
             handed: list[Awaitable[Any]] = []
             for transport in self.box.transports_for(slot.item.event_name):
                 assert isinstance(transport, PipelinedTransport)
@@ -345,6 +398,7 @@ class BoxProcessor:
                 self._set_failure(slot, errors[0])
             else:
                 self._set_failure(slot, TransportFailed("transport returned False"))
+            slot.finish(errors[0] if errors else None)
 
     async def _deliver_one(self, slot: Slot, prev: Slot | None) -> None:
         try:
@@ -357,10 +411,13 @@ class BoxProcessor:
             async def innermost() -> None:
                 await self._send(slot)
 
+            slot.start(self.observer, self.box)
             await run_item_chain(self.middlewares.item, self.box, slot.item, innermost)
             slot.result = Result.DELIVERED
+            slot.finish()
         except Exception as exc:
             self._set_failure(slot, exc)
+            slot.finish(exc)
         finally:
             if slot.result is Result.DELIVERED:
                 slot.release()
@@ -396,19 +453,27 @@ class BoxProcessor:
                 for slot in slots:
                     if slot.item.event_key in failed_keys:
                         continue  # keep the key's order: the rest waits for the next batch
+                    created = pending_created(session)
+                    created_before = len(created)
+                    slot.start(self.observer, self.box)
                     try:
-                        await run_item_chain(
-                            self.middlewares.item,
-                            self.box,
-                            slot.item,
-                            functools.partial(self._handle_inbox, slot, session),
-                        )
+                        assert slot.scope is not None
+                        with slot.scope:
+                            await run_item_chain(
+                                self.middlewares.item,
+                                self.box,
+                                slot.item,
+                                functools.partial(self._handle_inbox, slot, session),
+                            )
                     except Exception as exc:
+                        del created[created_before:]  # rolled back with the savepoint
                         self._set_failure(slot, exc)
+                        slot.finish(exc)
                         failed_keys.add(slot.item.event_key)
                         if not session.in_transaction():
                             break
                         continue
+                    slot.finish()
                     slot.result = Result.DELIVERED
                     handled.append(slot)
         except Exception as exc:

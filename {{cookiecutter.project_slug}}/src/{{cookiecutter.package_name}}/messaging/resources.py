@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from .kafka import KafkaProducer
+from .observe import Observer
 
 if TYPE_CHECKING:
     from .create import Outbox
@@ -21,3 +22,4 @@ class Resources:
     producer: KafkaProducer
     http: httpx.AsyncClient
     outbox: Outbox
+    observer: Observer = field(default_factory=Observer)

@@ -16,10 +16,12 @@ import os
 import socket
 from collections.abc import Iterable
 
+from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from .middleware import Middlewares
 from .ownership import BoxOwnership, Ownership
+from .pauses import PauseReader
 from .processor import BoxProcessor
 from .registry import Box, BoxRegistry
 from .resources import Resources
@@ -27,6 +29,12 @@ from .retention import purge
 
 log = logging.getLogger(__name__)
 
+DEPTH_SQL = (
+    "SELECT count(*), EXTRACT(EPOCH FROM now() - min(created_at)) FROM {table} WHERE status = 0"
+)
+DEEPEST_SQL = (
+    "SELECT count(*) FROM {table} WHERE status = 0 GROUP BY bucket ORDER BY 1 DESC LIMIT 1"
+)
 DB_ERRORS = (DBAPIError, OperationalError, OSError, ConnectionError)
 
 
@@ -43,6 +51,7 @@ class Worker:
         rebalance_interval: float = 1.0,
         shutdown_timeout: float = 30.0,
         application_name: str = "outbox-worker",
+        depth_interval: float = 15.0,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -63,11 +72,18 @@ class Worker:
         self.ownership = Ownership(dsn, self.boxes, concurrency, name, self._on_wake)
         self.processors = {
             box.name: BoxProcessor(
-                box, resources.engine, resources.session_factory, self.middlewares
+                box,
+                resources.engine,
+                resources.session_factory,
+                self.middlewares,
+                resources.observer,
             )
             for box in self.boxes
         }
+        self.pauses = PauseReader(resources.engine)
         self.ready = asyncio.Event()
+        self.depth_interval = depth_interval
+        self._ticks: dict[str, float] = {}
 
     def _on_wake(self, channel: str) -> None:
         for event in self._wake.get(channel, ()):
@@ -87,6 +103,7 @@ class Worker:
         ]
         background = [
             asyncio.create_task(self._rebalance_loop(), name="rebalance"),
+            asyncio.create_task(self._depth_loop(), name="depth"),
             *(
                 asyncio.create_task(self._retention_loop(box), name=f"retention:{box.name}")
                 for box in self.boxes
@@ -149,14 +166,22 @@ class Worker:
         wake = self._wake[box.channel][lane]
         outage = 0
         errors = 0
+        tick_key = f"{box.name}:{lane}"
+        loop = asyncio.get_running_loop()
         while not self._stopping.is_set():
+            self._ticks[tick_key] = loop.time()
             wake.clear()
             report = None
             try:
                 async with state.lane_locks[lane]:
-                    buckets = state.lane_buckets(lane)
-                    if buckets:
-                        report = await processor.run_once(buckets)
+                    paused = await self.pauses.current()
+                    buckets = [
+                        b
+                        for b in state.lane_buckets(lane)
+                        if b not in paused.paused_buckets(box.name)
+                    ]
+                    if buckets and not paused.box_paused(box.name):
+                        report = await processor.run_once(buckets, paused.paused_keys(box.name))
                 errors = 0
             except DB_ERRORS as exc:
                 errors += 1
@@ -178,6 +203,39 @@ class Worker:
             if report is not None and report.claimed:
                 continue  # there may be more right away
             await self._sleep(box.config.poll_interval, wake)
+
+    def liveness(self, stall_seconds: float = 120.0) -> tuple[bool, str]:
+        """Alive while every lane has turned within `stall_seconds` (a stuck lane fails it)."""
+        now = asyncio.get_running_loop().time()
+        stalled = [k for k, t in self._ticks.items() if now - t > stall_seconds]
+        if stalled:
+            return False, f"lanes stalled: {', '.join(sorted(stalled))}"
+        return True, f"ok: {len(self._ticks)} lanes"
+
+    def readiness(self) -> tuple[bool, str]:
+        if not self.ready.is_set():
+            return False, "not connected to PostgreSQL (lock connection)"
+        owned = sum(len(s.owned) for s in self.ownership.boxes.values())
+        return True, f"ok: {owned} buckets owned"
+
+    async def _depth_loop(self) -> None:
+        """Sample each box's backlog for the depth gauges."""
+        while not self._stopping.is_set():
+            for box in self.boxes:
+                try:
+                    async with self.resources.engine.connect() as conn:
+                        row = (
+                            await conn.execute(text(DEPTH_SQL.format(table=box.table_name)))
+                        ).one()
+                        deepest = (
+                            await conn.execute(text(DEEPEST_SQL.format(table=box.table_name)))
+                        ).scalar()
+                    self.resources.observer.depth(
+                        box, int(row[0]), float(row[1] or 0.0), int(deepest or 0)
+                    )
+                except DB_ERRORS as exc:
+                    log.warning("box %s: cannot sample depth (%s)", box.name, exc)
+            await self._sleep(self.depth_interval)
 
     async def _retention_loop(self, box: Box) -> None:
         while not self._stopping.is_set():

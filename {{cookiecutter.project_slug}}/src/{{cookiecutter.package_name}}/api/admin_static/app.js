@@ -1,0 +1,264 @@
+// The admin page: plain DOM, no framework, no CDN. Data is only ever inserted as text.
+"use strict";
+
+const TOKEN_KEY = "outbox-admin-token";
+const state = { box: "", after: null, timer: null };
+const $ = (id) => document.getElementById(id);
+
+function token() {
+  return sessionStorage.getItem(TOKEN_KEY) || "";
+}
+
+async function api(path, options) {
+  const init = Object.assign({ headers: {} }, options || {});
+  init.headers = Object.assign({ Authorization: "Bearer " + token() }, init.headers);
+  if (init.body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(init.body);
+  }
+  const response = await fetch(path, init);
+  if (response.status === 401) {
+    logout("The token was refused; log in again.");
+    throw new Error("unauthorized");
+  }
+  const data = await response.json().catch(() => null);
+  if (!response.ok) {
+    const detail = data && data.detail ? data.detail : response.statusText;
+    throw new Error(typeof detail === "string" ? detail : JSON.stringify(detail));
+  }
+  return data;
+}
+
+function cell(row, text, className) {
+  const td = document.createElement("td");
+  td.textContent = text === null || text === undefined ? "" : String(text);
+  if (className) td.className = className;
+  row.appendChild(td);
+  return td;
+}
+
+function age(seconds) {
+  if (seconds === null || seconds === undefined) return "-";
+  if (seconds < 120) return seconds.toFixed(1) + " s";
+  if (seconds < 7200) return (seconds / 60).toFixed(1) + " min";
+  return (seconds / 3600).toFixed(1) + " h";
+}
+
+function say(text, isError) {
+  const message = $("message");
+  message.textContent = text;
+  message.className = isError ? "error" : "";
+}
+
+async function loadBoxes() {
+  const stats = await api("/admin/stats?top=0");
+  const body = $("boxes").querySelector("tbody");
+  body.replaceChildren();
+  const select = $("f-box");
+  const known = Array.from(select.options).map((o) => o.value);
+  for (const box of stats) {
+    const row = document.createElement("tr");
+    row.dataset.box = box.box;
+    const name = cell(row, "");
+    const link = document.createElement("a");
+    link.href = "#";
+    link.textContent = box.box;
+    link.addEventListener("click", (event) => {
+      event.preventDefault();
+      select.value = box.box;
+      loadItems(true);
+    });
+    name.appendChild(link);
+    cell(row, box.kind);
+    cell(row, box.counts.pending, "c-pending");
+    cell(row, box.pending_waiting);
+    cell(row, box.counts.failed, box.counts.failed ? "status-failed c-failed" : "c-failed");
+    cell(row, box.counts.delivered, "c-delivered");
+    cell(row, box.counts.discarded, "c-discarded");
+    cell(row, age(box.oldest_pending_age_seconds));
+    cell(row, box.paused.join("; "), box.paused.length ? "paused" : "");
+    body.appendChild(row);
+    if (!known.includes(box.box)) {
+      const option = document.createElement("option");
+      option.value = box.box;
+      option.textContent = box.box;
+      select.appendChild(option);
+    }
+  }
+}
+
+function query() {
+  const params = new URLSearchParams();
+  const status = $("f-status").value;
+  if (status) params.append("status", status);
+  const key = $("f-key").value.trim();
+  if (key) params.set("key", key);
+  const event = $("f-event").value.trim();
+  if (event) params.set("event", event);
+  const since = $("f-since").value;
+  if (since) params.set("since", new Date(since).toISOString());
+  return params;
+}
+
+async function loadItems(reset) {
+  const box = $("f-box").value;
+  if (!box) return;
+  const params = query();
+  const tbody = $("items").querySelector("tbody");
+  if (reset) {
+    state.after = null;
+    params.set("after_id", "0");
+  } else if (state.after !== null) {
+    params.set("after_id", String(state.after));
+  }
+  let page;
+  try {
+    page = await api("/admin/boxes/" + encodeURIComponent(box) + "/items?" + params.toString());
+  } catch (error) {
+    say(error.message, true);
+    return;
+  }
+  if (reset) tbody.replaceChildren();
+  state.box = box;
+  for (const item of page.items) tbody.appendChild(itemRow(box, item));
+  state.after = page.next_after_id;
+  $("more").hidden = page.next_after_id === null;
+  if (reset) say(page.items.length ? "" : "No items match.", false);
+}
+
+function itemRow(box, item) {
+  const row = document.createElement("tr");
+  row.dataset.id = String(item.id);
+  cell(row, item.id);
+  cell(row, item.event_name);
+  cell(row, item.event_key);
+  cell(row, item.bucket);
+  cell(row, item.status, "status status-" + item.status);
+  cell(row, item.errors_count);
+  const error = cell(row, item.last_error, "error-cell");
+  error.title = item.last_error || "";
+  cell(row, item.created_at);
+  const actions = cell(row, "");
+  const buttons = [["Details", () => showItem(box, item.id)]];
+  if (item.status !== "delivered") buttons.push(["Retry", () => act(box, item.id, "retry")]);
+  if (item.status === "failed" || item.status === "pending") {
+    buttons.push(["Discard", () => act(box, item.id, "discard")]);
+  }
+  for (const [label, handler] of buttons) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = label;
+    button.className = "act-" + label.toLowerCase();
+    button.addEventListener("click", handler);
+    actions.appendChild(button);
+  }
+  return row;
+}
+
+async function showItem(box, id) {
+  let item;
+  try {
+    item = await api("/admin/boxes/" + encodeURIComponent(box) + "/items/" + id);
+  } catch (error) {
+    say(error.message, true);
+    return;
+  }
+  $("detail").hidden = false;
+  $("d-id").textContent = box + " #" + item.id;
+  const fields = $("d-fields");
+  fields.replaceChildren();
+  for (const name of ["uuid", "status", "event_name", "event_key", "bucket", "errors_count",
+                      "next_attempt_at", "created_at", "processed_at", "payload_bytes"]) {
+    const dt = document.createElement("dt");
+    dt.textContent = name;
+    const dd = document.createElement("dd");
+    dd.textContent = item[name] === null || item[name] === undefined ? "-" : String(item[name]);
+    fields.append(dt, dd);
+  }
+  $("d-error").textContent = item.last_error || "(none)";
+  $("d-headers").textContent = JSON.stringify(item.headers, null, 2);
+  $("d-payload").textContent = item.payload_shown
+    ? item.payload
+    : "(hidden: set admin_show_payload: true on the box to show payloads)";
+}
+
+function confirmDialog(text) {
+  return new Promise((resolve) => {
+    const dialog = $("confirm");
+    $("confirm-text").textContent = text;
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    dialog.showModal();
+  });
+}
+
+async function act(box, id, action) {
+  if (!(await confirmDialog(action + " item " + id + " of box " + box + "?"))) return;
+  try {
+    const result = await api("/admin/boxes/" + encodeURIComponent(box) + "/" + action, {
+      method: "POST",
+      body: { ids: [id] },
+    });
+    say(action + ": " + result.rows + " item(s) changed", false);
+  } catch (error) {
+    say(error.message, true);
+    return;
+  }
+  await refresh();
+}
+
+async function refresh() {
+  try {
+    await loadBoxes();
+    await loadItems(true);
+  } catch (error) {
+    say(error.message, true);
+  }
+}
+
+function schedule() {
+  clearInterval(state.timer);
+  if ($("auto").checked) state.timer = setInterval(refresh, 2000);
+}
+
+function showMain() {
+  $("login-view").hidden = true;
+  $("main-view").hidden = false;
+  $("logout").hidden = false;
+  refresh();
+  schedule();
+}
+
+function logout(reason) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  clearInterval(state.timer);
+  $("main-view").hidden = true;
+  $("logout").hidden = true;
+  $("login-view").hidden = false;
+  $("login-error").textContent = reason || "";
+}
+
+async function login(event) {
+  event.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, $("token").value);
+  $("token").value = "";
+  try {
+    await api("/admin/boxes");
+  } catch (error) {
+    if (error.message !== "unauthorized") logout(error.message);
+    return;
+  }
+  showMain();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("login-form").addEventListener("submit", login);
+  $("logout").addEventListener("click", () => logout(""));
+  $("filters").addEventListener("submit", (event) => {
+    event.preventDefault();
+    loadItems(true);
+  });
+  $("f-box").addEventListener("change", () => loadItems(true));
+  $("more").addEventListener("click", () => loadItems(false));
+  $("auto").addEventListener("change", schedule);
+  if (token()) showMain();
+});

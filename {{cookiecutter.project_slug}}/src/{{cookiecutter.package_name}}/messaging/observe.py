@@ -1,0 +1,91 @@
+"""Observation hooks: what the engine reports about its work.
+
+The engine calls an `Observer` at each step (create, claim, process, publish, receive);
+the base class does nothing, so the engine carries no telemetry dependency. The service's
+telemetry module (when generated) supplies an implementation with OpenTelemetry spans and
+metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .registry import Box
+    from .transport import ItemRecord
+
+
+class ProcessScope:
+    """One item's processing. `headers` carry its trace context to what it sends; entering
+    the scope makes it current (for inbox handlers, so their outbox items nest under it)."""
+
+    headers: Mapping[str, str] = {}
+
+    def __enter__(self) -> ProcessScope:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+    def end(self, error: BaseException | None = None) -> None:
+        """The item's attempt is over."""
+
+
+class PublishSpan:
+    """One message handed to a broker; `end` is called with its delivery outcome."""
+
+    def headers(self) -> dict[str, str]:
+        """Trace context to send with the message."""
+        return {}
+
+    def end(self, error: BaseException | None = None) -> None:
+        """The delivery report arrived (or failed)."""
+
+
+class Observer:
+    """No-op hooks; override what you measure."""
+
+    def created(self, box: Box, event_names: list[str]) -> None:
+        """Items were created (not yet committed)."""
+
+    def claimed(self, box: Box, count: int) -> None:
+        """A batch was claimed."""
+
+    def processing(self, box: Box, item: ItemRecord) -> ProcessScope:
+        """Starts when an item's delivery or handling starts."""
+        return _NO_SCOPE
+
+    def outcome(self, box: Box, item: ItemRecord, outcome: str, seconds: float) -> None:
+        """An item's attempt ended: delivered, failed, dead, discarded or unavailable."""
+
+    def batch_done(self, box: Box, seconds: float) -> None:
+        """A batch went from claim to recorded outcomes in `seconds`."""
+
+    def publishing(self, item: ItemRecord, destination: str) -> PublishSpan:
+        return _NO_SPAN
+
+    def received(
+        self, box: Box, topic: str, partition: int, offset: int, headers: Mapping[str, str]
+    ) -> dict[str, str]:
+        """A message was read into an inbox; returns headers to store with it."""
+        return {}
+
+    def stored(self, box: Box, received: int, stored: int) -> None:
+        """A consumed batch was stored (stored <= received: duplicates are dropped)."""
+
+    def consumer_lag(self, box: Box, topic: str, partition: int, lag: int) -> None:
+        """Messages behind the end of a partition."""
+
+    def depth(self, box: Box, pending: int, oldest_age_seconds: float, deepest_bucket: int) -> None:
+        """The box's backlog, sampled periodically by the worker."""
+
+
+_NO_SPAN = PublishSpan()
+_NO_SCOPE = ProcessScope()

@@ -1,0 +1,163 @@
+"""One trace end to end, and metrics that count exactly (generated with OpenTelemetry)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from sqlalchemy import func, select
+
+from {{ cookiecutter.package_name }}.container import Container
+from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from {{ cookiecutter.package_name }}.telemetry import render_metrics
+
+from ..support import (
+    INBOX_BOX,
+    OUTBOX_BOX,
+    InboxItem,
+    OutboxItem,
+    RecordingHandler,
+    make_registry,
+    running_worker,
+    transport,
+    wait_for,
+)
+from .test_inbox import running_consumer
+
+
+@pytest.fixture
+def spans(container: Container) -> Iterator[InMemorySpanExporter]:
+    container.observer()  # installs the tracer provider
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider), "telemetry did not install the SDK tracer provider"
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield exporter
+    exporter.clear()
+
+
+async def count(
+    container: Container, model: type[OutboxItem] | type[InboxItem], status: ItemStatus
+) -> int:
+    query = select(func.count()).select_from(model).where(model.status == int(status))
+    async with container.session_factory()() as session:
+        return int((await session.execute(query)).scalar_one())
+
+
+async def _at_least(
+    container: Container, model: type[OutboxItem] | type[InboxItem], expected: int
+) -> bool:
+    return await count(container, model, ItemStatus.DELIVERED) >= expected
+
+
+def by_name(finished: tuple[ReadableSpan, ...], name: str) -> ReadableSpan:
+    matches = [s for s in finished if s.name == name]
+    assert len(matches) == 1, (
+        f"{len(matches)} spans named {name!r} among {[s.name for s in finished]}"
+    )
+    return matches[0]
+
+
+def parent_of(span: ReadableSpan) -> int | None:
+    return span.parent.span_id if span.parent is not None else None
+
+
+async def test_one_trace_from_request_to_inbox_handler(
+    container: Container, env_topics: str, spans: InMemorySpanExporter
+) -> None:
+    handler = transport(RecordingHandler, name="trace", emit=False)
+    registry = make_registry(inbox={"topics": [env_topics], "transports": [handler]})
+{%- if cookiecutter.include_example_domain %}
+    import httpx
+
+    from {{ cookiecutter.package_name }}.api.app import create_app
+
+    asgi = httpx.ASGITransport(app=create_app(container))
+    async with httpx.AsyncClient(transport=asgi, base_url="http://test") as client:
+        response = await client.post("/orders", json={"customer_id": "c-1", "amount": 5})
+    assert response.status_code == 201
+    request_span_name = "POST /orders"
+{%- else %}
+    tracer = trace.get_tracer("test")
+    with tracer.start_as_current_span("POST /things", kind=trace.SpanKind.SERVER):
+        async with container.session_factory()() as session, session.begin():
+            await container.outbox().create(session, OutboxItem, event_key="1", event_name="thing_created", payload={})
+    request_span_name = "POST /things"
+{%- endif %}
+    consumer = running_consumer(container, registry.get(INBOX_BOX))
+    worker = running_worker(container, registry)
+    async with consumer, worker:
+        await wait_for(lambda: _at_least(container, OutboxItem, 1), within=30)
+        await wait_for(lambda: _at_least(container, InboxItem, 1), within=30)
+        await asyncio.sleep(0.2)
+    finished = spans.get_finished_spans()
+    request = by_name(finished, request_span_name)
+    create = by_name(finished, f"{OUTBOX_BOX} create")
+    process = by_name(finished, f"{OUTBOX_BOX} process")
+    publish = by_name(finished, f"{env_topics} publish")
+    receive = by_name(finished, f"{env_topics} receive")
+    handle = by_name(finished, f"{INBOX_BOX} process")
+    chain = [request, create, process, publish, receive, handle]
+    assert len({s.context.trace_id for s in chain}) == 1
+    assert parent_of(create) is not None
+    assert parent_of(process) == create.context.span_id
+    assert parent_of(publish) == process.context.span_id
+    assert parent_of(receive) == publish.context.span_id
+    assert parent_of(handle) == receive.context.span_id
+    assert publish.attributes is not None
+    assert publish.attributes["messaging.destination.name"] == env_topics
+    assert process.attributes is not None
+    assert process.attributes["outbox.attempt"] == 1
+    # The publish span lasts until the delivery report, not just the hand-over.
+    assert publish.end_time is not None
+    assert publish.start_time is not None
+    assert publish.end_time > publish.start_time
+
+
+def metric(name: str, **labels: str) -> float:
+    """The value of one Prometheus sample (0 when absent)."""
+    text = render_metrics().decode()
+    wanted = {k: v for k, v in labels.items()}
+    for line in text.splitlines():
+        match = re.match(r"^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$", line)
+        if not match or match.group(1) != name:
+            continue
+        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2) or ""))
+        if all(found.get(k) == v for k, v in wanted.items()):
+            return float(match.group(3))
+    return 0.0
+
+
+async def test_counters_move_by_exactly_the_items_processed(
+    container: Container, env_topics: str
+) -> None:
+    container.observer()
+    event = f"e{uuid.uuid4().hex[:6]}"
+    created_before = metric("outbox_items_created_total", box=OUTBOX_BOX, event=event)
+    delivered_before = metric("outbox_items_delivered_total", box=OUTBOX_BOX, event=event)
+    async with container.session_factory()() as session:
+        async with session.begin():
+            await container.outbox().create_batch(
+                session,
+                OutboxItem,
+                [{"event_key": str(i), "event_name": event, "payload": b"x"} for i in range(7)],
+            )
+        async with session.begin():
+            await container.outbox().create(
+                session, OutboxItem, event_key="1", event_name=event, payload=b"x"
+            )
+            await session.rollback()
+    assert metric("outbox_items_created_total", box=OUTBOX_BOX, event=event) - created_before == 7
+    async with running_worker(container, make_registry()):
+        await wait_for(lambda: _at_least(container, OutboxItem, 7), within=30)
+    assert (
+        metric("outbox_items_delivered_total", box=OUTBOX_BOX, event=event) - delivered_before == 7
+    )
+    assert metric("outbox_pending_depth", box=OUTBOX_BOX) >= 0
