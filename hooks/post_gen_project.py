@@ -24,6 +24,7 @@ REMOVE_WHEN: dict[tuple[str, object], tuple[str, ...]] = {
     ("opentelemetry", False): (
         "src/{package_name}/telemetry.py",
         "tests/integration/test_tracing.py",
+        "tests/unit/test_dashboards.py",
         "deploy/otel",
     ),
     ("ci", "github"): (".gitlab-ci.yml",),

@@ -42,6 +42,26 @@ from .messaging.transport import ItemRecord
 from .settings import Settings
 
 log = logging.getLogger(__name__)
+# Seconds: from a millisecond relay to a five-minute backlog.
+LATENCY_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+    300,
+)
+SIZE_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 INSTRUMENTATION = "{{ cookiecutter.package_name }}.messaging"
 _configured = False
 
@@ -203,13 +223,21 @@ class OtelObserver(Observer):
             "inbox.messages.stored", description="New messages stored"
         )
         self.batch_seconds = meter.create_histogram(
-            "outbox.batch.duration", unit="s", description="Claim to recorded outcome, per batch"
+            "outbox.batch.duration",
+            unit="s",
+            description="Claim to recorded outcome, per batch",
+            explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
         )
         self.lag_seconds = meter.create_histogram(
-            "outbox.delivery.lag", unit="s", description="Commit to delivery report, per item"
+            "outbox.delivery.lag",
+            unit="s",
+            description="Commit to delivery report, per item",
+            explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
         )
         self.batch_items = meter.create_histogram(
-            "outbox.batch.size", description="Items per claimed batch"
+            "outbox.batch.size",
+            description="Items per claimed batch",
+            explicit_bucket_boundaries_advisory=SIZE_BUCKETS,
         )
         self._depth: dict[str, tuple[int, float, int]] = {}
         self._lag: dict[tuple[str, str, int], int] = {}
