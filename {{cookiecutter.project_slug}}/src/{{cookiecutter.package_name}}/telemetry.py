@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from uuid import UUID
 
@@ -118,8 +119,16 @@ def instrument_app(app: FastAPI, settings: Settings) -> None:
         return Response(render_metrics(), media_type=CONTENT_TYPE_LATEST)
 
 
+_tracers: dict[int, trace.Tracer] = {}
+
+
 def _tracer() -> trace.Tracer:
-    return trace.get_tracer(INSTRUMENTATION)
+    """The engine's tracer, looked up once per tracer provider (the lookup is not cheap)."""
+    provider = trace.get_tracer_provider()
+    tracer = _tracers.get(id(provider))
+    if tracer is None:
+        tracer = _tracers[id(provider)] = trace.get_tracer(INSTRUMENTATION)
+    return tracer
 
 
 def _inject(span: Span) -> dict[str, str]:
@@ -299,23 +308,28 @@ class OtelObserver(Observer):
         )
         return _Scope(span)
 
-    def outcome(self, box: Box, item: ItemRecord, outcome: str, seconds: float) -> None:
-        attributes = {"box": box.name, "event": item.event_name}
-        if outcome == "delivered":
-            self.delivered_counter.add(1, attributes)
-            self.lag_seconds.record(
-                max(time.time() - item.created_at.timestamp(), 0.0), {"box": box.name}
-            )
-        elif outcome in ("failed", "dead"):
-            self.failed_counter.add(1, attributes)
-            (self.dead_counter if outcome == "dead" else self.retries_counter).add(1, attributes)
-        elif outcome == "discarded":
-            self.discarded_counter.add(1, attributes)
-        elif outcome == "unavailable":
-            self.unavailable_counter.add(1, attributes)
-
-    def batch_done(self, box: Box, seconds: float) -> None:
-        self.batch_seconds.record(seconds, {"box": box.name})
+    def outcomes(self, box: Box, results: Sequence[tuple[ItemRecord, str]], seconds: float) -> None:
+        # Counted per (outcome, event) first: one counter update per kind, not per item.
+        counts = Counter((outcome, item.event_name) for item, outcome in results)
+        for (outcome, event), n in counts.items():
+            attributes = {"box": box.name, "event": event}
+            if outcome == "delivered":
+                self.delivered_counter.add(n, attributes)
+            elif outcome in ("failed", "dead"):
+                self.failed_counter.add(n, attributes)
+                (self.dead_counter if outcome == "dead" else self.retries_counter).add(
+                    n, attributes
+                )
+            elif outcome == "discarded":
+                self.discarded_counter.add(n, attributes)
+            elif outcome == "unavailable":
+                self.unavailable_counter.add(n, attributes)
+        now = time.time()
+        box_attributes = {"box": box.name}
+        for item, outcome in results:
+            if outcome == "delivered":
+                self.lag_seconds.record(max(now - item.created_at.timestamp(), 0.0), box_attributes)
+        self.batch_seconds.record(seconds, box_attributes)
 
     def publishing(self, item: ItemRecord, destination: str) -> PublishSpan:
         span = _tracer().start_span(

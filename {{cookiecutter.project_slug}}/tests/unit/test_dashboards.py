@@ -29,9 +29,8 @@ def exported_metric_names() -> set[str]:
     item = ItemRecord(1, uuid.uuid4(), box.name, "e", "k", 0, {}, 0, datetime.now(UTC))
     observer.created(box, ["e"])
     observer.claimed(box, 1)
-    for outcome in ("delivered", "failed", "dead", "discarded", "unavailable"):
-        observer.outcome(box, item, outcome, 0.01)
-    observer.batch_done(box, 0.01)
+    outcomes = ("delivered", "failed", "dead", "discarded", "unavailable")
+    observer.outcomes(box, [(item, outcome) for outcome in outcomes], 0.01)
     observer.stored(inbox, 2, 1)
     observer.consumer_lag(inbox, "t", 0, 3)
     observer.depth(box, 1, 1.0, 1)

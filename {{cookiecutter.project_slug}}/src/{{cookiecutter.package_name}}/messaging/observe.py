@@ -8,7 +8,7 @@ metrics.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -62,11 +62,9 @@ class Observer:
         """Starts when an item's delivery or handling starts."""
         return _NO_SCOPE
 
-    def outcome(self, box: Box, item: ItemRecord, outcome: str, seconds: float) -> None:
-        """An item's attempt ended: delivered, failed, dead, discarded or unavailable."""
-
-    def batch_done(self, box: Box, seconds: float) -> None:
-        """A batch went from claim to recorded outcomes in `seconds`."""
+    def outcomes(self, box: Box, results: Sequence[tuple[ItemRecord, str]], seconds: float) -> None:
+        """A batch's attempts ended, each delivered, failed, dead, discarded, unavailable or
+        deferred; the batch took `seconds` from claim to recorded outcome."""
 
     def publishing(self, item: ItemRecord, destination: str) -> PublishSpan:
         return _NO_SPAN

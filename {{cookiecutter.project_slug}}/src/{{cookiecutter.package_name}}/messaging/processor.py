@@ -299,6 +299,7 @@ class BoxProcessor:
         self, slots: list[Slot], discards: list[tuple[Slot, str]], seconds: float
     ) -> None:
         discarded = {s.item.id for s, _ in discards}
+        results: list[tuple[ItemRecord, str]] = []
         for slot in slots:
             if slot.item.id in discarded:
                 outcome = "discarded"
@@ -310,8 +311,8 @@ class BoxProcessor:
                 outcome = "dead" if dead else "failed"
             else:
                 outcome = slot.result.value
-            self.observer.outcome(self.box, slot.item, outcome, seconds)
-        self.observer.batch_done(self.box, seconds)
+            results.append((slot.item, outcome))
+        self.observer.outcomes(self.box, results, seconds)
 
     async def _drop_superseded(
         self, slots: list[Slot]
