@@ -127,6 +127,7 @@ class BoxProcessor:
         self.session_factory = session_factory
         self.middlewares = middlewares
         self.observer = observer or Observer()
+        self._rotation = 0
         self.config = box.config
         table = box.table_name
         inbox_columns = (
@@ -158,7 +159,6 @@ class BoxProcessor:
                 ORDER BY t.id
                 LIMIT :per_bucket
             ) AS i
-            ORDER BY b.ord, i.id
             LIMIT :limit
             """
         )
@@ -207,6 +207,10 @@ class BoxProcessor:
     ) -> list[tuple[ItemRecord, bytes]]:
         limit = self.config.batch_size
         per_bucket = min(limit, max(8, math.ceil(limit / max(len(buckets), 1)) * 4))
+        # The nested loop stops at `limit`: start each claim at the next bucket, so that a
+        # deep bucket cannot starve the ones after it.
+        self._rotation = (self._rotation + 1) % max(len(buckets), 1)
+        buckets = [*buckets[self._rotation :], *buckets[: self._rotation]]
         async with self.engine.connect() as conn:
             rows = (
                 (
@@ -226,7 +230,8 @@ class BoxProcessor:
             await conn.rollback()
         claimed: list[tuple[ItemRecord, bytes]] = []
         blocked: set[str] = set()
-        for row in rows:
+        # Each key's items in id order whatever plan the database chose.
+        for row in sorted(rows, key=lambda r: (r["bucket"], r["id"])):
             if self.config.strict_order:
                 if row["event_key"] in blocked:
                     continue
