@@ -184,3 +184,26 @@ async def test_a_sigkilled_consumer_loses_nothing_and_stores_nothing_twice(
 
 async def _stored_at_least(container: Container, expected: int) -> bool:
     return await count(container, InboxItem) >= expected
+
+
+async def test_sigterm_lets_the_worker_finish_its_batch_and_exit(
+    container: Container, env_topics: str
+) -> None:
+    await create_sequences(container, keys=20, per_key=100)
+    worker = spawn(["worker"], service_env(container))
+    try:
+        await wait_for(lambda: _delivered_at_least(container, 1), within=60)
+        worker.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(worker.wait, 40)
+    finally:
+        stop(worker)
+    assert code == 0
+    # Whatever it had claimed was recorded: every item is either delivered or untouched.
+    async with container.session_factory()() as session:
+        attempts = (await session.execute(select(func.sum(OutboxItem.errors_count)))).scalar_one()
+    assert attempts == 0
+    delivered = await count(container, OutboxItem, ItemStatus.DELIVERED)
+    received = read_topic(
+        container.settings().kafka_bootstrap_servers, env_topics, expect=delivered, settle=1.0
+    )
+    assert len({m.headers["message-id"] for m in received}) >= delivered
