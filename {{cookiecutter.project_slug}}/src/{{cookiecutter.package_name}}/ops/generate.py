@@ -360,6 +360,7 @@ def generate_transport(
         raise OpsError(f"unknown box {box!r}; configured boxes: {', '.join(known) or 'none'}")
     cls = f"{camel(name)}{'Transport' if section == 'outbox' else 'Handler'}"
     path = f"{project.package}.transports.{name}:{cls}"
+    _write_new({project.transports / f"{name}.py": ""})
     entry = [f"class: {path}"] + ([f"event_name: {json.dumps(event)}"] if event else [])
     before = _check_box(project.boxes.read_text(encoding="utf-8"), section, box)
     if any(isinstance(t, dict) and t.get("class") == path for t in before.get("transports") or []):
