@@ -41,7 +41,12 @@ def kafka_headers(
     for name, value in {**item.headers, **(trace or {})}.items():
         if value is None:
             continue
-        text = value if isinstance(value, str) else json.dumps(value)
+        if isinstance(value, str):
+            text = value
+        elif isinstance(value, int) and not isinstance(value, bool):
+            text = str(value)
+        else:
+            text = json.dumps(value)
         headers.append((name, text.encode()))
     return headers
 

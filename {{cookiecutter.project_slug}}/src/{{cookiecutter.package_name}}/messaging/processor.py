@@ -22,7 +22,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import text
@@ -58,7 +58,7 @@ class Result(enum.Enum):
     DEFERRED = "deferred"
 
 
-@dataclass
+@dataclass(slots=True)
 class Slot:
     """The state of one item during delivery."""
 
@@ -66,10 +66,18 @@ class Slot:
     payload: bytes
     result: Result = Result.DEFERRED
     error: str = ""
-    released: asyncio.Event = field(default_factory=asyncio.Event)
+    # Only the per-item path (ordered hand-over between items of a key) needs an event;
+    # the pipelined path never creates one.
+    _released: asyncio.Event | None = None
     released_ok: bool = False
     recorded: bool = False
     scope: ProcessScope | None = None
+
+    @property
+    def released(self) -> asyncio.Event:
+        if self._released is None:
+            self._released = asyncio.Event()
+        return self._released
 
     def start(self, observer: Observer, box: Box) -> None:
         """Open the item's processing scope; what it sends carries the scope's context."""
