@@ -3,6 +3,7 @@ failed, retry it and watch it deliver. Needs Debian's `chromium` package (skippe
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import threading
@@ -118,8 +119,9 @@ async def test_an_operator_finds_a_failed_item_retries_it_and_watches_it_deliver
                 )
             ).scalar_one()
 
+        # A stuck browser must fail the test, not stall the run.
         with serving(settings) as base:
-            async with playwright_api.async_playwright() as pw:
+            async with asyncio.timeout(180), playwright_api.async_playwright() as pw:
                 browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 try:
                     page = await browser.new_page()
