@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import text
 
 from {{ cookiecutter.package_name }}.container import Container, shutdown
+from {{ cookiecutter.package_name }}.messaging.guard import install_write_guard
 from {{ cookiecutter.package_name }}.settings import Settings
 
 from .services import Services, ServicesUnavailable, provide_services
@@ -89,6 +90,21 @@ async def clean_tables(request: pytest.FixtureRequest) -> AsyncIterator[None]:
     container: Container = request.getfixturevalue("container")
     async with container.engine().begin() as conn:
         await conn.execute(text(f"TRUNCATE {', '.join(ITEM_TABLES)} RESTART IDENTITY CASCADE"))
+
+
+@pytest.fixture(autouse=True)
+def write_guard(request: pytest.FixtureRequest) -> Iterator[None]:
+    """On for every test that uses the database: a bulk UPDATE/DELETE of a replicated model's
+    table fails with the statement and how to fix it (see messaging/guard.py)."""
+    if "container" not in request.fixturenames:
+        yield
+        return
+    container: Container = request.getfixturevalue("container")
+    uninstall = install_write_guard(container.engine().sync_engine)
+    try:
+        yield
+    finally:
+        uninstall()
 
 
 @pytest.fixture

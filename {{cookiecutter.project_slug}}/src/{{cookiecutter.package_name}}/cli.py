@@ -169,6 +169,40 @@ def cmd_consumer(container: Container, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_backfill(container: Container, args: argparse.Namespace) -> int:
+    from .messaging.backfill import backfill
+    from .messaging.registry import import_object
+    from .messaging.replication import REPLICATED
+
+    model = import_object(args.model, "backfill MODEL")
+    if model not in REPLICATED:
+        raise ConfigError(
+            f"backfill: {args.model} is not a replicated model (mark it with @replicated)"
+        )
+    container.outbox()  # installs replication and resolves the boxes
+
+    async def main() -> None:
+        try:
+            report = await backfill(
+                container.session_factory(),
+                container.engine(),
+                container.registry(),
+                model,
+                name=args.name,
+                batch_size=args.batch_size,
+                rate_per_second=args.rate,
+                max_pending=args.max_pending,
+            )
+            print(
+                f"backfill {report.name}: {report.emitted} items emitted, last id {report.last_id}"
+            )
+        finally:
+            await container.engine().dispose()
+
+    asyncio.run(main())
+    return 0
+
+
 def cmd_check_config(container: Container, _args: argparse.Namespace) -> int:
     registry = container.registry()
     for box in registry:
@@ -208,6 +242,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     consumer.add_argument("--probe-port", type=int, default=None, help="probe port (0: off)")
     consumer.set_defaults(func=cmd_consumer)
+
+    backfill = sub.add_parser("backfill", help="re-emit items for every row of a replicated model")
+    backfill.add_argument("model", help="module:Class of a @replicated model")
+    backfill.add_argument("--name", default=None, help="watermark name (default: the table name)")
+    backfill.add_argument("--batch-size", type=int, default=1000)
+    backfill.add_argument("--rate", type=float, default=5000.0, help="rows per second at most")
+    backfill.add_argument(
+        "--max-pending", type=int, default=20_000, help="pause while the box has more pending items"
+    )
+    backfill.set_defaults(func=cmd_backfill)
 
     check = sub.add_parser("check-config", help="validate the boxes file and print the boxes")
     check.set_defaults(func=cmd_check_config)

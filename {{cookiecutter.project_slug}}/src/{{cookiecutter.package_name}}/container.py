@@ -11,10 +11,12 @@ from dependency_injector import containers, providers
 from .db import create_engine, create_session_factory
 from .messaging.config import load_boxes
 from .messaging.create import Outbox
+from .messaging.flush import Flusher
 from .messaging.kafka import KafkaProducer
 from .messaging.middleware import Middlewares
 from .messaging.observe import Observer
 from .messaging.registry import BoxRegistry
+from .messaging.replication import install_replication
 from .messaging.resources import Resources
 from .settings import Settings, load_settings
 
@@ -33,6 +35,12 @@ def _observer(settings: Settings, middlewares: Middlewares) -> Observer:
 {%- endif %}
 
 
+def _outbox(registry: BoxRegistry, middlewares: Middlewares, observer: Observer) -> Outbox:
+    # Replicated models emit their items on every flush once the outbox exists.
+    install_replication(registry)
+    return Outbox(registry, middlewares.create, observer)
+
+
 class Container(containers.DeclarativeContainer):
     settings = providers.Singleton(load_settings)
     registry = providers.Singleton(_registry, settings)
@@ -42,12 +50,7 @@ class Container(containers.DeclarativeContainer):
     http = providers.Singleton(httpx.AsyncClient, timeout=10.0)
     middlewares = providers.Singleton(Middlewares)
     observer = providers.Singleton(_observer, settings, middlewares)
-    outbox = providers.Singleton(
-        lambda registry, middlewares, observer: Outbox(registry, middlewares.create, observer),
-        registry,
-        middlewares,
-        observer,
-    )
+    outbox = providers.Singleton(_outbox, registry, middlewares, observer)
     resources = providers.Singleton(
         Resources,
         engine=engine,
@@ -57,6 +60,7 @@ class Container(containers.DeclarativeContainer):
         outbox=outbox,
         observer=observer,
     )
+    flusher = providers.Singleton(Flusher, registry, resources, middlewares)
 
 
 async def shutdown(container: Container) -> None:

@@ -24,9 +24,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from .chain import chain_headers
+from .flush_context import current_context
 from .middleware import CreateCall, CreateMiddleware, NewItem, wrap_create
 from .observe import Observer
 from .registry import Box, BoxRegistry
+from .shards import Category, ShardError, infer_shard_identifier, shard_headers
 
 Payload = bytes | str | Mapping[str, Any] | Sequence[Any] | int | float | bool | None
 
@@ -113,6 +115,37 @@ class Outbox:
         box = self._registry.for_item_class(item_class)
         return await self._run(CreateCall(box=box, session=session, items=new_items, is_batch=True))
 
+    async def create_for(
+        self,
+        session: AsyncSession,
+        item_class: type[Any],
+        category: Category,
+        *,
+        payload: Payload,
+        shard_identifier: str | int | None = None,
+        object_identifier: str | int | None = None,
+        instance: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> uuid.UUID:
+        """Create an item of a category: its shard identifier is the partition key, inferred
+        from `instance` by the category's scope unless given; the object identifier (for
+        coalescing) defaults to the instance's `id`."""
+        if shard_identifier is None:
+            if instance is None:
+                raise ShardError(f"category {category.name}: give shard_identifier= or instance=")
+            shard_identifier = infer_shard_identifier(category.scope, instance)
+        if object_identifier is None:
+            object_identifier = getattr(instance, "id", None)
+            if object_identifier is None:
+                raise ShardError(
+                    f"category {category.name}: give object_identifier= (the instance has no id)"
+                )
+        item = self._new_item(shard_identifier, category.name, payload, headers, None)
+        item.headers.update(shard_headers(category, object_identifier))
+        box = self._registry.for_item_class(item_class)
+        ids = await self._run(CreateCall(box=box, session=session, items=[item], is_batch=False))
+        return ids[0]
+
     @staticmethod
     def _new_item(
         event_key: str | int,
@@ -161,6 +194,9 @@ class Outbox:
             )
         await call.session.execute(insert(box.table), rows)
         await call.session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": box.channel})
+        context = current_context()
+        if context is not None and context.flush:
+            context.created.extend((box, message_id) for message_id in ids)
         pending_created(call.session).append(
             (self._observer, box, [i.event_name for i in call.items])
         )

@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -35,6 +36,7 @@ from .middleware import Middlewares, run_batch_chain, run_item_chain
 from .observe import Observer, ProcessScope
 from .registry import Box
 from .retry import decide
+from .shards import COALESCE_HEADER, OBJECT_HEADER
 from .status import ItemStatus
 from .transport import (
     InboxHandler,
@@ -56,6 +58,7 @@ class Result(enum.Enum):
     PERMANENT = "permanent"
     UNAVAILABLE = "unavailable"
     DEFERRED = "deferred"
+    DISCARDED = "discarded"
 
 
 @dataclass(slots=True)
@@ -170,6 +173,30 @@ class BoxProcessor:
             LIMIT :limit
             """
         )
+        # Coalescing: an item is dropped when a newer item of the same object (same shard
+        # key, category and object identifier) is pending or delivered.
+        self._coalesce_sql = text(
+            f"""
+            SELECT r.id FROM unnest(CAST(:ids AS bigint[]), CAST(:keys AS text[]),
+                                    CAST(:names AS text[]), CAST(:objects AS text[])) AS r(id, k, e, o)
+            WHERE EXISTS (SELECT 1 FROM {table} t WHERE t.event_key = r.k AND t.event_name = r.e
+                          AND t.id > r.id AND t.headers->>'{OBJECT_HEADER}' = r.o
+                          AND t.status IN ({int(ItemStatus.PENDING)}, {int(ItemStatus.DELIVERED)}))
+            """
+        )
+        self._claim_ids_sql = text(
+            f"""
+            SELECT t.id, t.uuid, t.event_name, t.event_key, t.bucket, t.payload, t.headers,
+                   t.errors_count, t.created_at{inbox_columns}, false AS waiting
+            FROM {table} t
+            WHERE t.uuid = ANY(CAST(:uuids AS uuid[])) AND t.status = {int(ItemStatus.PENDING)}
+              AND (t.next_attempt_at IS NULL OR t.next_attempt_at <= now())
+              AND NOT EXISTS (SELECT 1 FROM {table} p WHERE p.event_key = t.event_key
+                              AND p.status = {int(ItemStatus.PENDING)} AND p.id < t.id
+                              AND p.uuid <> ALL(CAST(:uuids AS uuid[])))
+            ORDER BY t.bucket, t.id
+            """
+        )
         self._superseded_sql = text(
             f"""
             SELECT r.id FROM unnest(CAST(:ids AS bigint[]), CAST(:keys AS text[]),
@@ -275,9 +302,29 @@ class BoxProcessor:
         if not buckets:
             return report
         claimed = await self.claim(buckets, paused_keys)
+        await self._process(claimed, report)
+        return report
+
+    async def process_ids(self, message_ids: Sequence[UUID]) -> dict[UUID, Slot]:
+        """Deliver these items now (synchronous flush), each only if it is the head of its key:
+        an item with an older pending item of its key is left to the worker, in order."""
+        async with self.engine.connect() as conn:
+            rows = (
+                (await conn.execute(self._claim_ids_sql, {"uuids": list(message_ids)}))
+                .mappings()
+                .all()
+            )
+            await conn.rollback()
+        claimed = [(self._record(row), row["payload"]) for row in rows]
+        slots = await self._process(claimed, BatchReport())
+        return {slot.item.uuid: slot for slot in slots}
+
+    async def _process(
+        self, claimed: list[tuple[ItemRecord, bytes]], report: BatchReport
+    ) -> list[Slot]:
         report.claimed = len(claimed)
         if not claimed:
-            return report
+            return []
         started = time.monotonic()
         self.observer.claimed(self.box, len(claimed))
         slots = [Slot(item, payload) for item, payload in claimed]
@@ -299,6 +346,9 @@ class BoxProcessor:
                 live.append(slot)
         if "latest_available" in self.config.retry_strategies:
             live, discards = await self._drop_superseded(live)
+        if any(s.item.headers.get(COALESCE_HEADER) for s in live):
+            live, coalesced = await self._coalesce(live)
+            discards += coalesced
 
         async def deliver() -> None:
             await self._deliver(live)
@@ -306,7 +356,9 @@ class BoxProcessor:
         await run_batch_chain(self.middlewares.batch, self.box, [s.item for s in live], deliver)
         await self._record_outcomes(slots, discards, report)
         self._observe_outcomes(slots, discards, time.monotonic() - started)
-        return report
+        for slot, reason in discards:
+            slot.result, slot.error = Result.DISCARDED, reason
+        return slots
 
     def _observe_outcomes(
         self, slots: list[Slot], discards: list[tuple[Slot, str]], seconds: float
@@ -326,6 +378,26 @@ class BoxProcessor:
                 outcome = slot.result.value
             results.append((slot.item, outcome))
         self.observer.outcomes(self.box, results, seconds)
+
+    async def _coalesce(self, slots: list[Slot]) -> tuple[list[Slot], list[tuple[Slot, str]]]:
+        candidates = [s for s in slots if s.item.headers.get(COALESCE_HEADER)]
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                self._coalesce_sql,
+                {
+                    "ids": [s.item.id for s in candidates],
+                    "keys": [s.item.event_key for s in candidates],
+                    "names": [s.item.event_name for s in candidates],
+                    "objects": [str(s.item.headers.get(OBJECT_HEADER, "")) for s in candidates],
+                },
+            )
+            newer_exists = {row[0] for row in rows}
+            await conn.rollback()
+        reason = "coalesced: a newer item of the same object supersedes it"
+        return (
+            [s for s in slots if s.item.id not in newer_exists],
+            [(s, reason) for s in slots if s.item.id in newer_exists],
+        )
 
     async def _drop_superseded(
         self, slots: list[Slot]
