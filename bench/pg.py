@@ -1,0 +1,73 @@
+"""PostgreSQL side of the harness: its own databases (bench_*), copies of filled templates,
+and what the runs read back."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+
+class Postgres:
+    def __init__(self, admin_url: str) -> None:
+        # admin_url: the services' database (postgresql+asyncpg://.../outbox)
+        self.admin_dsn = admin_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+
+    def url(self, database: str, driver: str = "postgresql+asyncpg") -> str:
+        parts = urlsplit(self.admin_dsn)
+        return urlunsplit((driver, parts.netloc, f"/{database}", parts.query, ""))
+
+    async def _admin(self, *statements: str) -> None:
+        conn = await asyncpg.connect(self.admin_dsn)
+        try:
+            for statement in statements:
+                await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    def recreate(self, database: str, template: str | None = None) -> None:
+        """Drop `database` (closing its sessions) and create it, empty or as a copy of
+        `template` (a file-level copy: a filled backlog in a second or two)."""
+        suffix = f" TEMPLATE {template}" if template else ""
+        asyncio.run(
+            self._admin(
+                f"DROP DATABASE IF EXISTS {database} WITH (FORCE)",
+                f"CREATE DATABASE {database}{suffix}",
+            )
+        )
+        if template is None:
+            return
+        # Fresh statistics and visibility map: the copy starts as a settled table would.
+        asyncio.run(self.execute(database, "VACUUM ANALYZE"))
+
+    def drop(self, *databases: str) -> None:
+        asyncio.run(self._admin(*(f"DROP DATABASE IF EXISTS {d} WITH (FORCE)" for d in databases)))
+
+    async def execute(self, database: str, statement: str) -> None:
+        conn = await asyncpg.connect(self.url(database, "postgresql"))
+        try:
+            await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    async def _fetchrow(self, database: str, query: str) -> Any:
+        conn = await asyncpg.connect(self.url(database, "postgresql"))
+        try:
+            return await conn.fetchrow(query)
+        finally:
+            await conn.close()
+
+    def fetchrow(self, database: str, query: str) -> Any:
+        return asyncio.run(self._fetchrow(database, query))
+
+    def version(self) -> str:
+        async def query() -> str:
+            conn = await asyncpg.connect(self.admin_dsn)
+            try:
+                return str(await conn.fetchval("SHOW server_version"))
+            finally:
+                await conn.close()
+
+        return asyncio.run(query()).split(" ")[0]

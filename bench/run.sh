@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# THE benchmark command of the template repository:
+#
+#   ./bench/run.sh [--quick] [--repeats N] [--out DIR]
+#
+# 1. ensures uv (the tooling venv .venv, as scripts/test.sh makes it) and the bench venv
+#    (Python 3.12: cookiecutter, asyncpg, confluent-kafka, matplotlib);
+# 2. starts (or reuses) PostgreSQL and Kafka without Docker (scripts/services-up.sh);
+# 3. runs python -m bench: bakes the default project, installs it and the peers
+#    (faststream-outbox, omni-box) into their own venvs, and runs every scenario,
+#    interleaved per repeat. Full runs write docs/benchmarks.md and docs/img/*.png;
+#    --quick checks correctness only (nothing lost, no order violations) and writes nothing.
+#
+# Env: BENCH_CACHE_DIR (venvs; default ~/.cache/outbox-service-bench), PYTHON (bootstrap
+#      interpreter, default python3), TEMPLATE_PYTHON_3_12 (the Python 3.12 to use).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+log() { printf '[bench/run.sh] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+PY="$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)')" || die "no working ${PYTHON:-python3}"
+VENV="$ROOT/.venv"
+UV="$VENV/bin/uv"
+if ! { [ -x "$UV" ] && "$UV" --version >/dev/null 2>&1; }; then
+  log "creating the tooling venv $VENV (uv)"
+  if ! "$PY" -m uv --version >/dev/null 2>&1; then
+    "$PY" -m pip install --user --quiet uv 2>/dev/null \
+      || "$PY" -m pip install --user --quiet --break-system-packages uv \
+      || die "could not install uv with pip"
+  fi
+  rm -rf "$VENV"
+  "$PY" -m uv venv --quiet --python "$PY" "$VENV"
+  "$PY" -m uv pip install --quiet --python "$VENV/bin/python" uv
+fi
+export UV_PYTHON_DOWNLOADS=never
+
+PY312="$("$VENV/bin/python" "$ROOT/bench/find_python.py" 3.12 "$UV")" \
+  || die "Python 3.12 is needed (pyenv install 3.12, uv python install 3.12, or TEMPLATE_PYTHON_3_12)"
+CACHE="${BENCH_CACHE_DIR:-$HOME/.cache/outbox-service-bench}"
+BENCH_VENV="$CACHE/venvs/bench"
+if ! { [ -x "$BENCH_VENV/bin/python" ] && "$BENCH_VENV/bin/python" -c '' 2>/dev/null; }; then
+  log "creating the bench venv $BENCH_VENV ($PY312)"
+  rm -rf "$BENCH_VENV"
+  "$UV" venv --quiet --python "$PY312" "$BENCH_VENV"
+fi
+"$UV" pip install --quiet --python "$BENCH_VENV/bin/python" \
+  "cookiecutter>=2.6" "asyncpg>=0.30" "confluent-kafka>=2.6" "matplotlib>=3.8" "pyyaml>=6"
+
+log "starting PostgreSQL and Kafka (scripts/services-up.sh)"
+services_env="$("$ROOT/scripts/services-up.sh")" || die "scripts/services-up.sh failed"
+eval "$services_env"
+export TEST_DATABASE_URL TEST_KAFKA_BOOTSTRAP_SERVERS
+
+unset VIRTUAL_ENV PYTHONPATH PYTHONHOME
+export BENCH_UV="$UV" BENCH_PYTHON_3_12="$PY312" BENCH_CACHE_DIR="$CACHE"
+exec "$BENCH_VENV/bin/python" -m bench "$@"
