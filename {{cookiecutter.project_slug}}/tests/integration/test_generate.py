@@ -26,6 +26,17 @@ IGNORE = shutil.ignore_patterns(
 )
 
 
+def next_revisions() -> tuple[str, str]:
+    """The ids the generator gives the next two revisions (after the highest number)."""
+    numbers = [
+        int(p.name[:4]) for p in (PROJECT_ROOT / "migrations" / "versions").glob("[0-9]*.py")
+    ]
+    return f"{max(numbers) + 1:04d}", f"{max(numbers) + 2:04d}"
+
+
+FIRST, SECOND = next_revisions()
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     copy = tmp_path_factory.mktemp("generate") / "project"
@@ -81,7 +92,7 @@ def test_generators_write_working_files_and_refuse_to_overwrite(project: Path) -
     made = run(project, "generate", "item", "audit_log", "--kind", "outbox")
     assert made.returncode == 0, made.stderr
     assert made.stdout.splitlines() == [
-        "wrote migrations/versions/0003_audit_log_outbox_items.py",
+        f"wrote migrations/versions/{FIRST}_audit_log_outbox_items.py",
         "wrote src/{{ cookiecutter.package_name }}/transports/audit_log_outbox_item.py",
         "wrote src/{{ cookiecutter.package_name }}/items.py",
         "wrote config/boxes.yaml",
@@ -124,8 +135,8 @@ def test_generators_write_working_files_and_refuse_to_overwrite(project: Path) -
     assert 'event_name: "audit_recorded"' in boxes
     # The generated code is as clean as the rest of the project.
     generated = [
-        "migrations/versions/0003_audit_log_outbox_items.py",
-        "migrations/versions/0004_audit_inbox_items.py",
+        f"migrations/versions/{FIRST}_audit_log_outbox_items.py",
+        f"migrations/versions/{SECOND}_audit_inbox_items.py",
         f"src/{PACKAGE}/items.py",
         f"src/{PACKAGE}/transports/audit_log_outbox_item.py",
         f"src/{PACKAGE}/transports/audit_inbox_item.py",
@@ -144,7 +155,7 @@ def test_generators_write_working_files_and_refuse_to_overwrite(project: Path) -
 def test_generated_boxes_migrate_and_run(
     project: Path, fresh_database: str, services: Services
 ) -> None:
-    if not (project / "migrations" / "versions" / "0004_audit_inbox_items.py").exists():
+    if not (project / "migrations" / "versions" / f"{SECOND}_audit_inbox_items.py").exists():
         pytest.skip("needs the files of the test above")
     topic = f"test-gen-{uuid.uuid4().hex[:10]}"
     settings = {
