@@ -7,6 +7,8 @@ import argparse
 import datetime as dt
 import json
 import os
+import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -131,7 +133,12 @@ def build_systems(
     return systems
 
 
+def _terminate(_signum: int, _frame: object) -> None:
+    raise SystemExit(143)  # run the cleanup (databases, topics, temp dir) on SIGTERM
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _terminate)
     args = parse_args()
     sizes = QUICK if args.quick else FULL
     repeats = args.repeats or (1 if args.quick else 3)
@@ -147,42 +154,42 @@ def main() -> int:
         names = [s.name for s in systems]
         pg = Postgres(database_url)
         ctx = scenarios.Context(pg, bootstrap, logs, sizes.keys, sizes.size, [])
-        log(f"systems: {', '.join(names)}; filling template databases in parallel")
-        fills = [(s, scenarios.prepare_templates(ctx, s, sizes.backlog)) for s in systems]
-        fill_seconds: dict[str, float] = {}
-        fill_started = time.monotonic()
-        pending = [(s, c) for s, c in fills if c is not None]
-        while pending:  # note each fill's end (they run in parallel, sharing the CPUs)
-            for system, child in list(pending):
-                if child.alive():
-                    continue
-                if child.stop() != 0:
-                    raise RuntimeError(f"filling {system.name} failed:\n{child.tail()}")
-                fill_seconds[system.name] = time.monotonic() - fill_started
-                pending.remove((system, child))
-            time.sleep(0.5)
-        inbox_topic = ctx.topic("inbox-input")
-        sent = produce_inbox_input(
-            bootstrap,
-            inbox_topic,
-            sizes.inbox_distinct,
-            sizes.inbox_duplicates,
-            sizes.keys,
-            sizes.size,
-        )
-        load_at_start = machine.load1()
-        quiet = load_at_start < 1.0
-        if not args.quick:
-            quiet, load_at_start = machine.wait_for_quiet(1.0, args.wait_quiet)
-        run_started = time.time()
-        results: dict[str, list[dict[str, Any]]] = {
-            "drain": [],
-            "steady": [],
-            "inbox": [],
-            "create_cost": [],
-        }
-        loads: list[float] = []
         try:
+            log(f"systems: {', '.join(names)}; filling template databases in parallel")
+            fills = [(s, scenarios.prepare_templates(ctx, s, sizes.backlog)) for s in systems]
+            fill_seconds: dict[str, float] = {}
+            fill_started = time.monotonic()
+            pending = [(s, c) for s, c in fills if c is not None]
+            while pending:  # note each fill's end (they run in parallel, sharing the CPUs)
+                for system, child in list(pending):
+                    if child.alive():
+                        continue
+                    if child.stop() != 0:
+                        raise RuntimeError(f"filling {system.name} failed:\n{child.tail()}")
+                    fill_seconds[system.name] = time.monotonic() - fill_started
+                    pending.remove((system, child))
+                time.sleep(0.5)
+            inbox_topic = ctx.topic("inbox-input")
+            sent = produce_inbox_input(
+                bootstrap,
+                inbox_topic,
+                sizes.inbox_distinct,
+                sizes.inbox_duplicates,
+                sizes.keys,
+                sizes.size,
+            )
+            load_at_start = machine.load1()
+            quiet = load_at_start < 1.0
+            if not args.quick:
+                quiet, load_at_start = machine.wait_for_quiet(1.0, args.wait_quiet)
+            run_started = time.time()
+            results: dict[str, list[dict[str, Any]]] = {
+                "drain": [],
+                "steady": [],
+                "inbox": [],
+                "create_cost": [],
+            }
+            loads: list[float] = []
             for repeat in range(repeats):
                 log(f"repeat {repeat + 1}/{repeats}")
                 for workers in sizes.workers:
@@ -223,15 +230,21 @@ def main() -> int:
                         f"inbox {system.name}: {result['rate']:,.0f} rows/s, lost {result['lost']}, "
                         f"stored twice {result['stored_duplicates']}"
                     )
-                loads.append(machine.load1())
-                cost = scenarios.create_cost(ctx, systems[0], sizes.cost_seconds, sizes.cost_rounds)
-                cost["system"] = f"repeat {repeat + 1}"
-                results["create_cost"].append(cost)
-                log(
-                    f"create cost: {cost['without']:,.0f} -> {cost['with']:,.0f} tx/s ({cost['overhead_pct']:.1f}%)"
-                )
+                for system in systems:
+                    loads.append(machine.load1())
+                    cost = scenarios.create_cost(ctx, system, sizes.cost_seconds, sizes.cost_rounds)
+                    cost["repeat"] = repeat
+                    results["create_cost"].append(cost)
+                    log(
+                        f"create cost {system.name}: {cost['without']:,.0f} -> "
+                        f"{cost['with']:,.0f} tx/s (+{cost['overhead_pct']:.1f}% per tx)"
+                    )
         finally:
             ctx.cleanup()
+            last = cache_dir() / "last-run"
+            shutil.rmtree(last, ignore_errors=True)
+            shutil.copytree(logs, last)
+            log(f"logs of this run: {last}")
             pg.drop(
                 *(
                     f"bench_{s.name.replace('-', '_')}_{k}"
@@ -240,7 +253,7 @@ def main() -> int:
                 )
             )
         failures = correctness(results, sizes)
-        (logs / "results.json").write_text(json.dumps(results, default=str))
+        (cache_dir() / "last-run" / "results.json").write_text(json.dumps(results, default=str))
         if args.quick and not args.docs:
             for line in failures:
                 log(f"FAIL {line}")
@@ -379,9 +392,12 @@ def metadata(
         "cost_note": (
             f"One session, sequential transactions for {sizes.cost_seconds:.0f} s per mode, "
             f"{sizes.cost_rounds} alternating rounds per repeat: `INSERT INTO bench_orders ... "
-            "RETURNING id` alone vs. the same plus `outbox.create(session, OrderOutboxItem, "
-            "event_key=str(order_id), event_name=..., payload=<1 KB bytes>)` (its INSERT and the "
-            "pg_notify). Added time per tx = tx/s without / tx/s with - 1."
+            "RETURNING id` alone vs. the same plus the system's create call for one ~1 KB item "
+            "in the same transaction: ours `outbox.create(session, OrderOutboxItem, "
+            "event_key=str(order_id), event_name=..., payload=<bytes>)` (an INSERT and a "
+            "pg_notify), faststream-outbox `broker.publish(doc, queue=..., session=session)`, "
+            "omni-box `repo.create(domain.create_outbox_event(...))`, the baseline a prepared "
+            "INSERT and a NOTIFY. Added time per tx = tx/s without / tx/s with - 1."
         ),
         "targets": [],  # filled from the results in write_docs
         "configs": config_lines(sizes, peers),

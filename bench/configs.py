@@ -54,6 +54,6 @@ def config_lines(sizes: Any, peers: list[str]) -> list[str]:
             "out only the head of each key (per-key order kept). Items written with "
             "`repo.create` / `repo.bulk_create`. The rows name a placeholder topic (the "
             "backlog is written once and copied per run); a thin proxy of the producer sends "
-            "to the run's topic."
+            "to the run's topic. structlog (its logger) filtered to warnings."
         )
     return lines

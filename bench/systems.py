@@ -116,7 +116,15 @@ class System:
 
     def create_cost_cmd(self, seconds: float, rounds: int, size: int) -> list[str]:
         return self.driver_cmd(
-            "create-cost", "--seconds", str(seconds), "--rounds", str(rounds), "--size", str(size)
+            "create-cost",
+            "--seconds",
+            str(seconds),
+            "--rounds",
+            str(rounds),
+            "--size",
+            str(size),
+            "--topic",
+            PLACEHOLDER_TOPIC,
         )
 
     def inbox_cmd(self, topic: str) -> tuple[list[str], dict[str, str]]:

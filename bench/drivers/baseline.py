@@ -19,8 +19,10 @@ import uuid
 
 import asyncpg
 from common import (
+    ORDERS_DDL,
     chunks,
     common_args,
+    create_cost_rounds,
     dsn,
     key_of,
     paced_load,
@@ -237,14 +239,45 @@ async def inbox(args: argparse.Namespace) -> None:
     await conn.close()
 
 
+async def create_cost(args: argparse.Namespace) -> None:
+    """One-row business transactions without and with one outbox row (+ NOTIFY)."""
+    conn = await asyncpg.connect(dsn())
+    await conn.execute(ORDERS_DDL)
+    insert_order = await conn.prepare(
+        "INSERT INTO bench_orders (customer_id, amount) VALUES ($1, 12.5) RETURNING id"
+    )
+    insert_item = await conn.prepare(
+        "INSERT INTO baseline_outbox (uuid, event_key, bucket, payload) VALUES ($1, $2, $3, $4)"
+    )
+    body = payload(0, args.keys, args.size)
+
+    async def transaction(with_create: bool, n: int) -> None:
+        async with conn.transaction():
+            order_id = await insert_order.fetchval(f"c-{n}")
+            if with_create:
+                key = str(order_id)
+                await insert_item.fetch(uuid.uuid4(), key, bucket_of(key), body)
+                await conn.execute(f"NOTIFY {CHANNEL}")
+
+    await create_cost_rounds(args, transaction)
+    await conn.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["schema", "fill", "load", "relay", "inbox"])
+    parser.add_argument(
+        "command", choices=["schema", "fill", "load", "relay", "inbox", "create-cost"]
+    )
     common_args(parser)
     args = parser.parse_args()
-    run = {"schema": schema, "fill": fill, "load": load, "relay": relay, "inbox": inbox}[
-        args.command
-    ]
+    run = {
+        "schema": schema,
+        "fill": fill,
+        "load": load,
+        "relay": relay,
+        "inbox": inbox,
+        "create-cost": create_cost,
+    }[args.command]
     asyncio.run(run(args))
 
 

@@ -16,7 +16,17 @@ import logging
 import os
 from typing import Any
 
-from common import body, chunks, common_args, key_of, paced_load, sqlalchemy_url, stop_event
+from common import (
+    ORDERS_DDL,
+    body,
+    chunks,
+    common_args,
+    create_cost_rounds,
+    key_of,
+    paced_load,
+    sqlalchemy_url,
+    stop_event,
+)
 from sqlalchemy import MetaData
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
@@ -103,12 +113,41 @@ async def relay(args: argparse.Namespace) -> None:
     await engine.dispose()
 
 
+async def create_cost(args: argparse.Namespace) -> None:
+    """One-row business transactions without and with one `broker.publish(..., session=)`."""
+    from sqlalchemy import text
+
+    _metadata, engine, broker, sessions = _setup()
+    async with engine.begin() as conn:
+        await conn.execute(text(ORDERS_DDL))
+    insert_order = text(
+        "INSERT INTO bench_orders (customer_id, amount) VALUES (:c, 12.5) RETURNING id"
+    )
+    document = body(0, args.keys, args.size)
+    async with sessions() as session:
+
+        async def transaction(with_create: bool, n: int) -> None:
+            async with session.begin():
+                await session.execute(insert_order, {"c": f"c-{n}"})
+                if with_create:
+                    await broker.publish(document, queue=QUEUE, session=session)
+
+        await create_cost_rounds(args, transaction)
+    await engine.dispose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["schema", "fill", "load", "relay"])
+    parser.add_argument("command", choices=["schema", "fill", "load", "relay", "create-cost"])
     common_args(parser)
     args = parser.parse_args()
-    run = {"schema": schema, "fill": fill, "load": load, "relay": relay}[args.command]
+    run = {
+        "schema": schema,
+        "fill": fill,
+        "load": load,
+        "relay": relay,
+        "create-cost": create_cost,
+    }[args.command]
     asyncio.run(run(args))
 
 

@@ -19,7 +19,17 @@ import os
 import uuid
 from typing import Any
 
-from common import body, chunks, common_args, key_of, paced_load, sqlalchemy_url, stop_event
+from common import (
+    ORDERS_DDL,
+    body,
+    chunks,
+    common_args,
+    create_cost_rounds,
+    key_of,
+    paced_load,
+    sqlalchemy_url,
+    stop_event,
+)
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import DeclarativeBase
 
@@ -155,13 +165,51 @@ async def relay(args: argparse.Namespace) -> None:
     await engine.dispose()
 
 
+async def create_cost(args: argparse.Namespace) -> None:
+    """One-row business transactions without and with one `repo.create(event)`."""
+    from omni_box import OmniBoxDomainService
+    from omni_box.infra.storage.postgres import PostgresOutboxRepository
+    from sqlalchemy import text
+
+    domain = OmniBoxDomainService()
+    engine, sessions = _sessions()
+    async with engine.begin() as conn:
+        await conn.execute(text(ORDERS_DDL))
+    insert_order = text(
+        "INSERT INTO bench_orders (customer_id, amount) VALUES (:c, 12.5) RETURNING id"
+    )
+    async with sessions() as session:
+
+        async def transaction(with_create: bool, n: int) -> None:
+            async with session.begin():
+                order_id = (await session.execute(insert_order, {"c": f"c-{n}"})).scalar_one()
+                if with_create:
+                    repo = PostgresOutboxRepository(session, model_class=MODEL)
+                    event = _events(domain, range(order_id, order_id + 1), args, args.topic)[0]
+                    await repo.create(event)
+
+        await create_cost_rounds(args, transaction)
+    await engine.dispose()
+
+
 def main() -> None:
+    import structlog
+
+    # omni-box logs through structlog, whose default prints every level (a debug line per
+    # created event): warnings only, as for every system here.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     logging.basicConfig(level=logging.WARNING)
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["schema", "fill", "load", "relay"])
+    parser.add_argument("command", choices=["schema", "fill", "load", "relay", "create-cost"])
     common_args(parser)
     args = parser.parse_args()
-    run = {"schema": schema, "fill": fill, "load": load, "relay": relay}[args.command]
+    run = {
+        "schema": schema,
+        "fill": fill,
+        "load": load,
+        "relay": relay,
+        "create-cost": create_cost,
+    }[args.command]
     asyncio.run(run(args))
 
 
