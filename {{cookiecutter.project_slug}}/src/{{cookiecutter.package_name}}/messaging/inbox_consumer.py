@@ -21,6 +21,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .observe import Observer
@@ -53,6 +54,33 @@ def message_uuid(headers: dict[str, str], topic: str, partition: int, offset: in
     return uuid.uuid5(INBOX_NAMESPACE, f"{topic}/{partition}/{offset}")
 
 
+def _exact(value: bytes | str | None) -> str:
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return "hex:" + value.hex()
+    return value or ""
+
+
+def _clean(text: str) -> str:
+    """PostgreSQL text and jsonb cannot hold NUL characters."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+def unstorable_row(row: dict[str, Any], error: BaseException) -> dict[str, Any]:
+    """A row the database refused, reduced to what always stores: it fails in processing
+    with the reason instead of blocking its partition."""
+    reason = f"unstorable message: {type(error).__name__}: {str(error).splitlines()[0][:300]}"
+    return {
+        **row,
+        "event_name": "unknown",
+        "event_key": f"{row['source_topic']}/{row['source_partition']}",
+        "payload": b"",
+        "headers": {REJECTED_HEADER: _clean(reason)},
+    }
+
+
 def message_row(box: Box, message: Message) -> dict[str, Any]:
     """The inbox row for one Kafka message (never raises: bad input becomes a reason)."""
     config = box.inbox_config
@@ -64,10 +92,14 @@ def message_row(box: Box, message: Message) -> dict[str, Any]:
     headers: dict[str, str] = {}
     raw_headers = message.headers() or []
     pairs = raw_headers.items() if isinstance(raw_headers, dict) else raw_headers
+    id_sources: dict[str, str] = {}
     for name, value in pairs:
-        key = str(name).lower()
+        key = _clean(str(name).lower())
         # A repeated header keeps its first value, as most Kafka clients read it.
-        headers.setdefault(key, _decode(value))
+        headers.setdefault(key, _clean(_decode(value)))
+        if key in ("message-id", "idempotency-key") and key not in id_sources:
+            # Ids come from the exact bytes: two different undecodable ids must not collide.
+            id_sources[key] = _exact(value)
     reasons = []
     raw_key = message.key()
     try:
@@ -75,6 +107,7 @@ def message_row(box: Box, message: Message) -> dict[str, Any]:
     except UnicodeDecodeError:
         event_key = raw_key.hex() if isinstance(raw_key, bytes) else ""
         reasons.append("message key is not UTF-8")
+    event_key = _clean(event_key)
     if not event_key:
         # Without a key, the Kafka partition is the ordering unit.
         event_key = f"{topic}/{partition}"
@@ -95,7 +128,7 @@ def message_row(box: Box, message: Message) -> dict[str, Any]:
     event_name = (headers.get("event-name") or config.default_event_name)[:255]
     if reasons:
         headers[REJECTED_HEADER] = "; ".join(reasons)
-    message_id = message_uuid(headers, topic, partition, offset)
+    message_id = message_uuid(id_sources, topic, partition, offset)
     return {
         "uuid": message_id,
         "event_name": event_name,
@@ -190,6 +223,32 @@ class InboxConsumer:
                 "inbox %s: consumer closed (stored %d new messages)", self.box.name, self.stored
             )
 
+    async def _insert_rows(self, rows: list[dict[str, Any]]) -> int:
+        async with self.engine.begin() as conn:
+            result = await conn.execute(self._insert.returning(self.box.table.c.id), rows)
+            inserted = len(result.fetchall())
+            if inserted:
+                await conn.execute(self._notify, {"channel": self.box.channel})
+        return inserted
+
+    async def _insert_one_by_one(self, rows: list[dict[str, Any]]) -> int:
+        inserted = 0
+        for row in rows:
+            try:
+                inserted += await self._insert_rows([row])
+            except DBAPIError as exc:
+                if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
+                    raise
+                log.warning(
+                    "inbox %s: message at %s/%s refused by the database: %s",
+                    self.box.name,
+                    row["source_topic"],
+                    row["source_offset"],
+                    exc.orig,
+                )
+                inserted += await self._insert_rows([unstorable_row(row, exc.orig or exc)])
+        return inserted
+
     def _report_lag(self, consumer: Consumer) -> None:
         """Messages between the committed offset and the end of each assigned partition."""
         try:
@@ -235,21 +294,22 @@ class InboxConsumer:
         self.received += len(rows)
         while True:
             try:
-                async with self.engine.begin() as conn:
-                    result = await conn.execute(self._insert.returning(self.box.table.c.id), rows)
-                    inserted = len(result.fetchall())
-                    if inserted:
-                        await conn.execute(self._notify, {"channel": self.box.channel})
+                inserted = await self._insert_rows(rows)
+                break
+            except DBAPIError as exc:
+                if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
+                    # Keep the batch: it is not acknowledged, so retrying loses and doubles nothing.
+                    log.error(
+                        "inbox %s: database unavailable (%s); retrying the batch",
+                        self.box.name,
+                        exc,
+                    )
+                    await asyncio.sleep(1.0)
+                    continue
+                # The data of some message is refused: store row by row, the refused ones reduced.
+                inserted = await self._insert_one_by_one(rows)
                 break
             except (OSError, ConnectionError) as exc:
-                # Keep the batch: it is not acknowledged, so retrying cannot lose or double it.
-                log.error(
-                    "inbox %s: database unavailable (%s); retrying the batch", self.box.name, exc
-                )
-                await asyncio.sleep(1.0)
-            except Exception as exc:
-                if "connection" not in str(exc).lower():
-                    raise
                 log.error(
                     "inbox %s: database unavailable (%s); retrying the batch", self.box.name, exc
                 )
