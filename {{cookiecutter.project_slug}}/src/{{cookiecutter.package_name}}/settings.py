@@ -5,6 +5,7 @@ A missing or malformed variable fails at start with a message that names it.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -82,10 +83,30 @@ class Settings(BaseSettings):
         return config
 
 
+# Settings that may hold secrets can come from files (Docker/Kubernetes secrets):
+# NAME_FILE=/run/secrets/name sets NAME from the file's content.
+SECRET_SETTINGS = ("DATABASE_URL", "KAFKA_EXTRA_CONFIG", "ADMIN_TOKEN")
+
+
+def _secrets_from_files() -> dict[str, str]:
+    values: dict[str, str] = {}
+    for name in SECRET_SETTINGS:
+        path = os.environ.get(f"{name}_FILE")
+        if not path:
+            continue
+        if name in os.environ:
+            raise SettingsError(f"both {name} and {name}_FILE are set; set one")
+        try:
+            values[name.lower()] = Path(path).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise SettingsError(f"{name}_FILE: cannot read {path}: {exc.strerror}") from None
+    return values
+
+
 def load_settings() -> Settings:
     """Read settings from the environment, turning validation errors into one clear message."""
     try:
-        return Settings()
+        return Settings(**_secrets_from_files())  # type: ignore[arg-type]  # values parsed by pydantic
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
