@@ -14,7 +14,11 @@
 #
 # Env: PYTHON (interpreter for the tooling venv, default python3),
 #      TEMPLATE_ALLOW_MISSING_PYTHON=1 (skip combinations whose Python is not installed),
-#      TEMPLATE_PYTHON_3_12=/abs/python3.12 etc. (use this interpreter for that version).
+#      TEMPLATE_PYTHON_3_12=/abs/python3.12 etc. (use this interpreter for that version),
+#      TEMPLATE_ALL_SUITES=1 (run the baked suite of every combination, not only those
+#      marked run_suite in tests/combos.py; much slower),
+#      TEMPLATE_SUITE_ARGS='-m "not slow"' (extra pytest args for the baked suites; for quick
+#      local runs: skips their fault-injection tests).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -14,10 +14,10 @@ from typing import Any
 class Combo:
     id: str
     answers: dict[str, Any] = field(default_factory=dict)
-    # Also run `migrate`, `check-config` and the baked project's own test suite.
+    # Also run the baked project's own test suite (minutes each, so not for every
+    # combination; TEMPLATE_ALL_SUITES=1 runs it for all). Every combination runs
+    # `migrate` and `check-config`.
     run_suite: bool = False
-    # Extra pytest arguments for that suite.
-    suite_args: tuple[str, ...] = ()
     # Also start `<slug> api` and wait for /readyz.
     run_api: bool = False
 
@@ -40,10 +40,6 @@ SUPPORTED: tuple[Combo, ...] = (
             "inbox_item": "refund",
             "bucket_count": "64",
         },
-        run_suite=True,
-        # The fault-injection tests do not depend on names or the Python version and take
-        # minutes; `default` and `hash-no-example` run them.
-        suite_args=("-m", "not slow"),
     ),
 )
 

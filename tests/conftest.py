@@ -64,6 +64,26 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             terminalreporter.write_line(line)
 
 
+def pytest_report_header() -> list[str]:
+    from combos import SUPPORTED
+
+    versions = sorted({str(resolve_context(c.answers)["python_version"]) for c in SUPPORTED})
+    found = ", ".join(f"{v}: {find_python(v) or 'MISSING'}" for v in versions)
+    services = os.environ.get("TEST_DATABASE_URL") and os.environ.get(
+        "TEST_KAFKA_BOOTSTRAP_SERVERS"
+    )
+    return [
+        f"template: interpreters {found}",
+        f"template: uv {uv_binary() or 'MISSING'}",
+        "template: services "
+        + (
+            f"{os.environ['TEST_DATABASE_URL']}, kafka {os.environ['TEST_KAFKA_BOOTSTRAP_SERVERS']}"
+            if services
+            else "not set (run ./scripts/test.sh)"
+        ),
+    ]
+
+
 # --------------------------------------------------------------------------------------
 # Hooks, contexts, baking.
 

@@ -28,11 +28,43 @@ CONTEXT_KEYS = [
     if not k.startswith("_")
 ]
 
-# Jinja left unrendered. `${{ ... }}` (GitHub Actions expressions) and `${#var}` (shell)
-# are legitimate in rendered files.
+# Jinja the template left unrendered. Rendered files may legitimately contain other
+# templating that survives on purpose (GitHub Actions `${{ }}`, Prometheus `{{ $labels.x }}`,
+# Grafana `{{box}}`), so only Jinja's own statements and comments and references to the
+# cookiecutter context count.
+JINJA_STATEMENTS = [
+    "if",
+    "elif",
+    "else",
+    "endif",
+    "for",
+    "endfor",
+    "set",
+    "endset",
+    "raw",
+    "endraw",
+    "macro",
+    "endmacro",
+    "call",
+    "endcall",
+    "include",
+    "import",
+    "from",
+    "block",
+    "endblock",
+    "extends",
+    "with",
+    "endwith",
+    "filter",
+    "endfilter",
+]
 LEFTOVER_JINJA = re.compile(
-    r"(?<!\$)\{\{|\{%|(?<!\$)\{#|\bcookiecutter\.(?:" + "|".join(CONTEXT_KEYS) + r")\b"
+    r"\{%-?\s*(?:" + "|".join(JINJA_STATEMENTS) + r")\b"
+    r"|\{#.*?#\}"
+    r"|\{\{-?\s*cookiecutter\b"
+    r"|\bcookiecutter\.(?:" + "|".join(CONTEXT_KEYS) + r")\b"
 )
+JINJA_IN_NAME = re.compile(r"\{\{|\{%|\{#")
 
 
 @pytest.fixture(params=SUPPORTED, ids=COMBO_IDS)
@@ -87,7 +119,7 @@ def test_no_leftover_jinja(baked: Baked) -> None:
     problems = []
     for path in project_files(baked.root):
         relative = path.relative_to(baked.root)
-        if LEFTOVER_JINJA.search(str(relative)):
+        if JINJA_IN_NAME.search(str(relative)):
             problems.append(f"{relative}: Jinja in the file name")
         text = read_text(path)
         if text is None:

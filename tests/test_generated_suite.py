@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -25,7 +27,10 @@ from conftest import Bakery, Installed, Services, note, run, tail
 
 pytestmark = [pytest.mark.bake, pytest.mark.services]
 
-SUITE = [combo for combo in SUPPORTED if combo.run_suite]
+ALL_SUITES = os.environ.get("TEMPLATE_ALL_SUITES") == "1"
+# Extra arguments for the baked suites, e.g. TEMPLATE_SUITE_ARGS='-m "not slow"' locally.
+SUITE_ARGS = shlex.split(os.environ.get("TEMPLATE_SUITE_ARGS", ""))
+SUITE = [combo for combo in SUPPORTED if combo.run_suite or ALL_SUITES]
 API = [combo for combo in SUPPORTED if combo.run_api]
 SUITE_TIMEOUT = 1800
 READY_TIMEOUT = 60
@@ -107,7 +112,7 @@ def free_port() -> int:
 # --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("combo", SUITE, ids=[c.id for c in SUITE])
+@pytest.mark.parametrize("combo", SUPPORTED, ids=[c.id for c in SUPPORTED])
 def test_migrate_and_check_config(
     bakery: Bakery, combo: Combo, services: Services, fresh_database: Callable[[], str]
 ) -> None:
@@ -232,13 +237,16 @@ def test_generated_suite_passes(
     bakery: Bakery, combo: Combo, services: Services, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     installed = bakery.install(combo)
-    log_file = tmp_path_factory.mktemp(f"suite-{combo.id}") / "pytest.log"
+    work = tmp_path_factory.mktemp(f"suite-{combo.id}")
+    log_file = work / "pytest.log"
     started = time.monotonic()
     result = run(
         [
             installed.bin("python"),
             *("-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=5"),
-            *combo.suite_args,
+            # Its temporary files live and go with ours.
+            f"--basetemp={work / 'tmp'}",
+            *SUITE_ARGS,
         ],
         cwd=installed.root,
         env=installed.env(),  # passes TEST_* (services, Kafka stop/start commands) through
@@ -247,7 +255,7 @@ def test_generated_suite_passes(
         log_file=log_file,
     )
     summary = summary_line(result.stdout) or "(no pytest summary line)"
-    args = f" {' '.join(combo.suite_args)}" if combo.suite_args else ""
+    args = f" {shlex.join(SUITE_ARGS)}" if SUITE_ARGS else ""
     note(f"suite of {combo.id}{args}: {summary} ({time.monotonic() - started:.0f}s with setup)")
     for line in slowest(result.stdout):
         note(f"    {line}")
