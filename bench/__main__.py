@@ -153,7 +153,7 @@ def main() -> int:
         systems = build_systems(args, workdir / "bake", services)
         names = [s.name for s in systems]
         pg = Postgres(database_url)
-        ctx = scenarios.Context(pg, bootstrap, logs, sizes.keys, sizes.size, [])
+        ctx = scenarios.Context(pg, bootstrap, logs, sizes.keys, sizes.size, [], sizes.backlog)
         try:
             log(f"systems: {', '.join(names)}; filling template databases in parallel")
             fills = [(s, scenarios.prepare_templates(ctx, s, sizes.backlog)) for s in systems]
@@ -279,7 +279,7 @@ def main() -> int:
             loads,
             fill_seconds,
         )
-        meta["problems"] = failures
+        meta["problems"] = ctx.problems + failures
         write_docs(args.out, results, [s.name for s in systems], meta)
         log(f"wrote {args.out / 'benchmarks.md'}")
         return 0

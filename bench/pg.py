@@ -42,6 +42,19 @@ class Postgres:
         # Fresh statistics and visibility map: the copy starts as a settled table would.
         asyncio.run(self.execute(database, "VACUUM ANALYZE"))
 
+    def exists(self, database: str) -> bool:
+        async def query() -> bool:
+            conn = await asyncpg.connect(self.admin_dsn)
+            try:
+                found = await conn.fetchval(
+                    "SELECT 1 FROM pg_database WHERE datname = $1", database
+                )
+                return found is not None
+            finally:
+                await conn.close()
+
+        return asyncio.run(query())
+
     def drop(self, *databases: str) -> None:
         asyncio.run(self._admin(*(f"DROP DATABASE IF EXISTS {d} WITH (FORCE)" for d in databases)))
 

@@ -15,11 +15,12 @@ import json
 import statistics
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import procs
+from .envs import log
 from .kafka_io import TopicReader, create_topic, delete_topics
 from .pg import Postgres
 from .systems import System
@@ -35,6 +36,8 @@ class Context:
     keys: int
     size: int
     topics: list[str]
+    backlog: int = 0
+    problems: list[str] = field(default_factory=list)
 
     def topic(self, label: str) -> str:
         name = f"bench-{label}-{uuid.uuid4().hex[:8]}"
@@ -71,6 +74,22 @@ def prepare_templates(ctx: Context, system: System, backlog: int) -> procs.Child
     )
 
 
+def ensure_templates(ctx: Context, system: System) -> None:
+    """Rebuild a system's template databases if they vanished (the services are shared, and
+    another job's cleanup may drop them); noted in the results."""
+    names = [_db(system, "empty")] + ([_db(system, "backlog")] if ctx.backlog else [])
+    if all(ctx.pg.exists(name) for name in names):
+        return
+    note = f"{system.name}: template databases were gone (dropped by another job?); rebuilt them"
+    log(note)
+    ctx.problems.append(note)
+    child = prepare_templates(ctx, system, ctx.backlog)
+    if child is not None and child.proc.wait(3600) != 0:
+        raise RuntimeError(f"refilling {system.name} failed:\n{child.tail()}")
+    if child is not None:
+        child.stop()
+
+
 def _stop_all(children: list[procs.Child]) -> list[str]:
     problems = []
     for child in children:
@@ -84,6 +103,7 @@ def drain(
     ctx: Context, system: System, workers: int, backlog: int, cap_seconds: float
 ) -> dict[str, Any]:
     run_db = _db(system, "run")
+    ensure_templates(ctx, system)
     ctx.pg.recreate(run_db, template=_db(system, "backlog"))
     topic = ctx.topic(f"drain-{system.name}-w{workers}")
     reader = TopicReader(ctx.bootstrap, topic, PARTITIONS, backlog)
@@ -132,6 +152,7 @@ def steady(
     ctx: Context, system: System, rate: int, duration: float, warmup: float, tx_rate: float
 ) -> dict[str, Any]:
     run_db = _db(system, "run")
+    ensure_templates(ctx, system)
     ctx.pg.recreate(run_db, template=_db(system, "empty"))
     topic = ctx.topic(f"steady-{system.name}-{rate}")
     per_tx = max(1, round(rate / tx_rate))
@@ -190,6 +211,7 @@ def inbox(
     ctx: Context, system: System, topic: str, distinct: int, sent: int, timeout: float
 ) -> dict[str, Any]:
     run_db = _db(system, "run")
+    ensure_templates(ctx, system)
     ctx.pg.recreate(run_db, template=_db(system, "empty"))
     command, extra = system.inbox_cmd(topic)
     env = procs.base_env(**system.env(ctx.pg.url(run_db), **extra))
@@ -226,6 +248,7 @@ def inbox(
 
 def create_cost(ctx: Context, system: System, seconds: float, rounds: int) -> dict[str, Any]:
     run_db = _db(system, "run")
+    ensure_templates(ctx, system)
     ctx.pg.recreate(run_db, template=_db(system, "empty"))
     env = procs.base_env(**system.env(ctx.pg.url(run_db)))
     output = procs.run(
