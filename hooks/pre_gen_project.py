@@ -22,9 +22,24 @@ BOOLEANS = ("include_example_domain", "opentelemetry")
 SHADOWED = frozenset(
     set(sys.stdlib_module_names)
     | {
-        "alembic", "asyncpg", "confluent_kafka", "dependency_injector", "fastapi", "httpx",
-        "opentelemetry", "pydantic", "pydantic_settings", "pytest", "sqlalchemy", "starlette",
-        "testcontainers", "uvicorn", "yaml", "tests", "migrations", "src",
+        "alembic",
+        "asyncpg",
+        "confluent_kafka",
+        "dependency_injector",
+        "fastapi",
+        "httpx",
+        "opentelemetry",
+        "pydantic",
+        "pydantic_settings",
+        "pytest",
+        "sqlalchemy",
+        "starlette",
+        "testcontainers",
+        "uvicorn",
+        "yaml",
+        "tests",
+        "migrations",
+        "src",
     }
 )
 
@@ -45,10 +60,14 @@ def validate(context: dict[str, Any]) -> list[str]:
             "digits and underscores, starting with a letter"
         )
     elif package in SHADOWED:
-        problems.append(f"package_name {package!r} would shadow the module of the same name; choose another")
+        problems.append(
+            f"package_name {package!r} would shadow the module of the same name; choose another"
+        )
     version = str(context.get("python_version", ""))
     if version not in SUPPORTED_PYTHON:
-        problems.append(f"python_version {version!r} is not supported: choose one of {', '.join(SUPPORTED_PYTHON)}")
+        problems.append(
+            f"python_version {version!r} is not supported: choose one of {', '.join(SUPPORTED_PYTHON)}"
+        )
     for name, allowed in CHOICES.items():
         value = context.get(name)
         if value not in allowed:

@@ -198,6 +198,52 @@ class _Publish(PublishSpan):
         _finish(self.span, error)
 
 
+class _GaugeState:
+    def __init__(self) -> None:
+        self.depth: dict[str, tuple[int, float, int]] = {}
+        self.lag: dict[tuple[str, str, int], int] = {}
+        self._registered: set[int] = set()
+
+    def register(self, meter: metrics.Meter) -> None:
+        if id(meter) in self._registered:
+            return
+        self._registered.add(id(meter))
+        meter.create_observable_gauge(
+            "outbox.pending.depth", [self._observe_depth(0)], description="Pending items"
+        )
+        meter.create_observable_gauge(
+            "outbox.pending.oldest_age",
+            [self._observe_depth(1)],
+            unit="s",
+            description="Age of the oldest pending item",
+        )
+        meter.create_observable_gauge(
+            "outbox.pending.deepest_bucket",
+            [self._observe_depth(2)],
+            description="Pending items in the deepest bucket",
+        )
+        meter.create_observable_gauge(
+            "inbox.consumer.lag",
+            [self._observe_lag],
+            description="Messages behind the end of a partition",
+        )
+
+    def _observe_depth(self, index: int) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def callback(_options: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(values[index], {"box": box}) for box, values in self.depth.items()]
+
+        return callback
+
+    def _observe_lag(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(lag, {"box": box, "topic": topic, "partition": partition})
+            for (box, topic, partition), lag in self.lag.items()
+        ]
+
+
+_GAUGES = _GaugeState()
+
+
 class OtelObserver(Observer):
     """Spans and metrics for every step of the engine."""
 
@@ -248,39 +294,11 @@ class OtelObserver(Observer):
             description="Items per claimed batch",
             explicit_bucket_boundaries_advisory=SIZE_BUCKETS,
         )
-        self._depth: dict[str, tuple[int, float, int]] = {}
-        self._lag: dict[tuple[str, str, int], int] = {}
-        meter.create_observable_gauge(
-            "outbox.pending.depth", [self._observe_depth(0)], description="Pending items"
-        )
-        meter.create_observable_gauge(
-            "outbox.pending.oldest_age",
-            [self._observe_depth(1)],
-            unit="s",
-            description="Age of the oldest pending item",
-        )
-        meter.create_observable_gauge(
-            "outbox.pending.deepest_bucket",
-            [self._observe_depth(2)],
-            description="Pending items in the deepest bucket",
-        )
-        meter.create_observable_gauge(
-            "inbox.consumer.lag",
-            [self._observe_lag],
-            description="Messages behind the end of a partition",
-        )
-
-    def _observe_depth(self, index: int) -> Callable[[CallbackOptions], Iterable[Observation]]:
-        def callback(_options: CallbackOptions) -> Iterable[Observation]:
-            return [Observation(values[index], {"box": box}) for box, values in self._depth.items()]
-
-        return callback
-
-    def _observe_lag(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return [
-            Observation(lag, {"box": box, "topic": topic, "partition": partition})
-            for (box, topic, partition), lag in self._lag.items()
-        ]
+        # Observable gauges belong to the meter, not to this object: register them once per
+        # process and let every observer write to the same state.
+        self._depth = _GAUGES.depth
+        self._lag = _GAUGES.lag
+        _GAUGES.register(meter)
 
     def created(self, box: Box, event_names: list[str]) -> None:
         for name in event_names:
