@@ -64,6 +64,19 @@ export UV_PYTHON_DOWNLOADS=never
 log "syncing tooling venv ($("$UV" --version))"
 "$UV" pip install --quiet --python "$VENV/bin/python" -r pyproject.toml
 
+# --- a browser for the admin page test ---------------------------------------------------
+# The generated suite drives the admin page in Debian's headless Chromium (it skips that
+# one test, saying why, when no browser can be had).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    log "installing chromium (Debian package) for the admin page test"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+      || log "WARNING: chromium could not be installed; the admin page test will be skipped"
+  else
+    log "WARNING: chromium is not installed and this is not root; the admin page test will be skipped"
+  fi
+fi
+
 # --- services --------------------------------------------------------------------------
 log "starting PostgreSQL and Kafka (scripts/services-up.sh)"
 services_env="$("$ROOT/scripts/services-up.sh")" || die "scripts/services-up.sh failed (see above)"
