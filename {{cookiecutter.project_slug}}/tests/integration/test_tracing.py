@@ -88,7 +88,9 @@ async def test_one_trace_from_request_to_inbox_handler(
     tracer = trace.get_tracer("test")
     with tracer.start_as_current_span("POST /things", kind=trace.SpanKind.SERVER):
         async with container.session_factory()() as session, session.begin():
-            await container.outbox().create(session, OutboxItem, event_key="1", event_name="thing_created", payload={})
+            await container.outbox().create(
+                session, OutboxItem, event_key="1", event_name="thing_created", payload={}
+            )
     request_span_name = "POST /things"
 {%- endif %}
     consumer = running_consumer(container, registry.get(INBOX_BOX))
