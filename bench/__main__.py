@@ -245,13 +245,7 @@ def main() -> int:
             shutil.rmtree(last, ignore_errors=True)
             shutil.copytree(logs, last)
             log(f"logs of this run: {last}")
-            pg.drop(
-                *(
-                    f"bench_{s.name.replace('-', '_')}_{k}"
-                    for s in systems
-                    for k in ("empty", "backlog", "run")
-                )
-            )
+            pg.drop(*ctx.databases(systems))
         failures = correctness(results, sizes)
         (cache_dir() / "last-run" / "results.json").write_text(json.dumps(results, default=str))
         if args.quick and not args.docs:

@@ -38,6 +38,10 @@ class Context:
     topics: list[str]
     backlog: int = 0
     problems: list[str] = field(default_factory=list)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
+
+    def databases(self, systems: list[System]) -> list[str]:
+        return [_db(self, s, k) for s in systems for k in ("empty", "backlog", "run")]
 
     def topic(self, label: str) -> str:
         name = f"bench-{label}-{uuid.uuid4().hex[:8]}"
@@ -50,14 +54,16 @@ class Context:
         self.topics.clear()
 
 
-def _db(system: System, kind: str) -> str:
-    return f"bench_{system.name.replace('-', '_')}_{kind}"
+def _db(ctx: Context, system: System, kind: str) -> str:
+    """bench_<run>_<system>_<kind>: each run has its own databases (runs may overlap on
+    shared services, e.g. a quick run in someone's test suite during a full run)."""
+    return f"bench_{ctx.run_id}_{system.name.replace('-', '_')}_{kind}"
 
 
 def prepare_templates(ctx: Context, system: System, backlog: int) -> procs.Child | None:
     """Create `<sys>_empty` (schema) and start filling `<sys>_backlog` (schema + backlog);
     the fill runs in the background and is returned so that systems fill in parallel."""
-    empty, backlog_db = _db(system, "empty"), _db(system, "backlog")
+    empty, backlog_db = _db(ctx, system, "empty"), _db(ctx, system, "backlog")
     for database in (empty, backlog_db):
         ctx.pg.recreate(database)
         env = procs.base_env(**system.env(ctx.pg.url(database)))
@@ -77,7 +83,7 @@ def prepare_templates(ctx: Context, system: System, backlog: int) -> procs.Child
 def ensure_templates(ctx: Context, system: System) -> None:
     """Rebuild a system's template databases if they vanished (the services are shared, and
     another job's cleanup may drop them); noted in the results."""
-    names = [_db(system, "empty")] + ([_db(system, "backlog")] if ctx.backlog else [])
+    names = [_db(ctx, system, "empty")] + ([_db(ctx, system, "backlog")] if ctx.backlog else [])
     if all(ctx.pg.exists(name) for name in names):
         return
     note = f"{system.name}: template databases were gone (dropped by another job?); rebuilt them"
@@ -102,9 +108,9 @@ def _stop_all(children: list[procs.Child]) -> list[str]:
 def drain(
     ctx: Context, system: System, workers: int, backlog: int, cap_seconds: float
 ) -> dict[str, Any]:
-    run_db = _db(system, "run")
+    run_db = _db(ctx, system, "run")
     ensure_templates(ctx, system)
-    ctx.pg.recreate(run_db, template=_db(system, "backlog"))
+    ctx.pg.recreate(run_db, template=_db(ctx, system, "backlog"))
     topic = ctx.topic(f"drain-{system.name}-w{workers}")
     reader = TopicReader(ctx.bootstrap, topic, PARTITIONS, backlog)
     reader.start()
@@ -151,9 +157,9 @@ def _percentile(values: list[float], q: float) -> float:
 def steady(
     ctx: Context, system: System, rate: int, duration: float, warmup: float, tx_rate: float
 ) -> dict[str, Any]:
-    run_db = _db(system, "run")
+    run_db = _db(ctx, system, "run")
     ensure_templates(ctx, system)
-    ctx.pg.recreate(run_db, template=_db(system, "empty"))
+    ctx.pg.recreate(run_db, template=_db(ctx, system, "empty"))
     topic = ctx.topic(f"steady-{system.name}-{rate}")
     per_tx = max(1, round(rate / tx_rate))
     tx_rate = rate / per_tx
@@ -210,9 +216,9 @@ def steady(
 def inbox(
     ctx: Context, system: System, topic: str, distinct: int, sent: int, timeout: float
 ) -> dict[str, Any]:
-    run_db = _db(system, "run")
+    run_db = _db(ctx, system, "run")
     ensure_templates(ctx, system)
-    ctx.pg.recreate(run_db, template=_db(system, "empty"))
+    ctx.pg.recreate(run_db, template=_db(ctx, system, "empty"))
     command, extra = system.inbox_cmd(topic)
     env = procs.base_env(**system.env(ctx.pg.url(run_db), **extra))
     child = procs.Child(command, env, ctx.logs / f"{system.name}-inbox.log", ctx.logs)
@@ -247,9 +253,9 @@ def inbox(
 
 
 def create_cost(ctx: Context, system: System, seconds: float, rounds: int) -> dict[str, Any]:
-    run_db = _db(system, "run")
+    run_db = _db(ctx, system, "run")
     ensure_templates(ctx, system)
-    ctx.pg.recreate(run_db, template=_db(system, "empty"))
+    ctx.pg.recreate(run_db, template=_db(ctx, system, "empty"))
     env = procs.base_env(**system.env(ctx.pg.url(run_db)))
     output = procs.run(
         system.create_cost_cmd(seconds, rounds, ctx.size),
