@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,6 +135,26 @@ def build_systems(
     return systems
 
 
+def attempt(
+    ctx: scenarios.Context, label: str, run: Callable[[], dict[str, Any]]
+) -> dict[str, Any] | None:
+    """Run one scenario; run it again once if the shared broker restarted meanwhile (other
+    jobs' fault tests stop it) or it failed; give up with a note after the second try."""
+    for trial in (1, 2):
+        broker = machine.kafka_pid()
+        try:
+            result = run()
+        except Exception as exc:
+            note = f"{label}: try {trial} failed: {type(exc).__name__}: {str(exc)[:300]}"
+        else:
+            if machine.kafka_pid() == broker and broker is not None:
+                return result
+            note = f"{label}: try {trial} discarded: the Kafka broker restarted during it"
+        log(note)
+        ctx.problems.append(note)
+    return None
+
+
 def _terminate(_signum: int, _frame: object) -> None:
     raise SystemExit(143)  # run the cleanup (databases, topics, temp dir) on SIGTERM
 
@@ -197,7 +219,15 @@ def main() -> int:
                         peer = system.name not in ("ours", "baseline")
                         cap = sizes.peer_cap if peer else sizes.drain_timeout
                         loads.append(machine.load1())
-                        result = scenarios.drain(ctx, system, workers, sizes.backlog, cap)
+                        result = attempt(
+                            ctx,
+                            f"drain {system.name} w{workers}",
+                            functools.partial(
+                                scenarios.drain, ctx, system, workers, sizes.backlog, cap
+                            ),
+                        )
+                        if result is None:
+                            continue
                         result["repeat"] = repeat
                         results["drain"].append(result)
                         log(
@@ -208,9 +238,21 @@ def main() -> int:
                 for rate in sizes.rates:
                     for system in systems:
                         loads.append(machine.load1())
-                        result = scenarios.steady(
-                            ctx, system, rate, sizes.duration, sizes.warmup, sizes.tx_rate
+                        result = attempt(
+                            ctx,
+                            f"steady {system.name} {rate}/s",
+                            functools.partial(
+                                scenarios.steady,
+                                ctx,
+                                system,
+                                rate,
+                                sizes.duration,
+                                sizes.warmup,
+                                sizes.tx_rate,
+                            ),
                         )
+                        if result is None:
+                            continue
                         result["repeat"] = repeat
                         results["steady"].append(result)
                         log(
@@ -221,9 +263,21 @@ def main() -> int:
                     if not system.inbox:
                         continue
                     loads.append(machine.load1())
-                    result = scenarios.inbox(
-                        ctx, system, inbox_topic, sizes.inbox_distinct, sent, 300
+                    result = attempt(
+                        ctx,
+                        f"inbox {system.name}",
+                        functools.partial(
+                            scenarios.inbox,
+                            ctx,
+                            system,
+                            inbox_topic,
+                            sizes.inbox_distinct,
+                            sent,
+                            300,
+                        ),
                     )
+                    if result is None:
+                        continue
                     result["repeat"] = repeat
                     results["inbox"].append(result)
                     log(
@@ -232,7 +286,19 @@ def main() -> int:
                     )
                 for system in systems:
                     loads.append(machine.load1())
-                    cost = scenarios.create_cost(ctx, system, sizes.cost_seconds, sizes.cost_rounds)
+                    cost = attempt(
+                        ctx,
+                        f"create cost {system.name}",
+                        functools.partial(
+                            scenarios.create_cost,
+                            ctx,
+                            system,
+                            sizes.cost_seconds,
+                            sizes.cost_rounds,
+                        ),
+                    )
+                    if cost is None:
+                        continue
                     cost["repeat"] = repeat
                     results["create_cost"].append(cost)
                     log(

@@ -33,20 +33,30 @@ def parse_seq(value: bytes | None) -> int | None:
     return int(value[start:end]) if end > start else None
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int, patience: float = 300.0) -> None:
+    """Create the topic and wait until every partition has a leader. The broker is shared
+    (other jobs' fault tests stop and restart it), so keep trying for `patience` seconds."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)
-    for future in futures.values():
-        future.result(timeout=60)
-    # Wait until the metadata shows every partition with a leader.
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + patience
+    created = False
     while time.monotonic() < deadline:
-        topic = admin.list_topics(name, timeout=10).topics.get(name)
+        try:
+            if not created:
+                futures = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)
+                for future in futures.values():
+                    future.result(timeout=60)
+                created = True
+            topic = admin.list_topics(name, timeout=10).topics.get(name)
+        except Exception as exc:
+            if "TOPIC_ALREADY_EXISTS" in str(exc):
+                created = True
+            time.sleep(2.0)
+            continue
         ready = topic is not None and len(topic.partitions) == partitions and not topic.error
         if ready and all(p.leader >= 0 for p in topic.partitions.values()):
             return
         time.sleep(0.2)
-    raise RuntimeError(f"topic {name} did not become ready")
+    raise RuntimeError(f"topic {name} did not become ready in {patience:.0f}s (broker down?)")
 
 
 def delete_topics(bootstrap: str, names: list[str]) -> None:

@@ -32,6 +32,17 @@ def ram_gib() -> float:
     return float("nan")
 
 
+def kafka_pid() -> int | None:
+    """The broker's process id (changes when someone restarts the shared broker)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if b"kafka.Kafka" in cmdline.read_bytes():
+                return int(cmdline.parent.name)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
 def kafka_version() -> str:
     """The running broker's version, from its class path (kafka-<version>/libs)."""
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
