@@ -23,6 +23,23 @@ from .support import ITEM_TABLES, migrate
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("guarantees", "the guarantees suite (tests/guarantees)")
+    group.addoption(
+        "--soak-seconds",
+        type=float,
+        default=float(os.environ.get("GUARANTEES_SOAK_SECONDS") or 0),
+        help="repeat each guarantees scenario for its share of this many seconds and print "
+        "the summed table (env GUARANTEES_SOAK_SECONDS; default 0: each runs once)",
+    )
+    group.addoption(
+        "--guarantees-fast",
+        action="store_true",
+        default=os.environ.get("GUARANTEES_FAST") == "1",
+        help="shorten the Kafka outage from 30 s to 10 s (env GUARANTEES_FAST=1)",
+    )
+
+
 @pytest.fixture(scope="session")
 def services() -> Iterator[Services]:
     try:

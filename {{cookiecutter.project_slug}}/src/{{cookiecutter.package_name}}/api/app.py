@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from ..container import Container, shutdown
-from . import admin, health
+from . import admin, db_errors, health
 {%- if cookiecutter.include_example_domain %}
 from .orders import router as orders_router
 {%- endif %}
@@ -31,6 +31,7 @@ def create_app(container: Container | None = None) -> FastAPI:
     app.state.container = container
     app.include_router(health.router)
     admin.install(app, settings)
+    db_errors.install(app)
 {%- if cookiecutter.include_example_domain %}
     app.include_router(orders_router)
 {%- endif %}

@@ -1,0 +1,124 @@
+"""The guarantees of docs/guarantees.md, measured: real api, worker and consumer processes
+on real PostgreSQL and Kafka, load on both boxes, one fault per scenario, then counts
+(created vs delivered, lost, order, duplicates, inbox effects). Run alone with
+`pytest -m guarantees`; the table of numbers is printed at the end of the session."""
+
+from __future__ import annotations
+
+import pytest
+
+from ..support import transport
+from .conftest import Guarantees
+from .faults import (
+    KAFKA_CONTROL,
+    PG_CONTROL,
+    NetworkSandbox,
+    disk_full,
+    kill_consumer,
+    kill_worker,
+    missing,
+    network_sandbox,
+    network_trouble,
+    outage,
+    skewed_clock,
+)
+from .harness import EXAMPLE_DOMAIN, Scenario
+from .report import Row
+from .transports import ScriptedKafkaTransport
+
+pytestmark = [pytest.mark.guarantees, pytest.mark.slow]
+
+
+async def test_a_worker_sigkilled_mid_batch(guarantees: Guarantees) -> None:
+    await guarantees.check(Scenario("worker-sigkill", fault=kill_worker))
+
+
+async def test_a_consumer_sigkilled_mid_batch(guarantees: Guarantees) -> None:
+    await guarantees.check(Scenario("consumer-sigkill", fault=kill_consumer))
+
+
+async def test_kafka_stopped_then_restarted(guarantees: Guarantees) -> None:
+    reason = missing(KAFKA_CONTROL)
+    if reason:
+        pytest.skip(reason)
+    seconds = guarantees.kafka_outage_seconds
+    fault = outage(*KAFKA_CONTROL, seconds=seconds, what="Kafka")
+    await guarantees.check(Scenario("kafka-outage", fault=fault, drain_within=180.0 + seconds))
+
+
+async def test_postgresql_restarted_under_load(guarantees: Guarantees) -> None:
+    reason = missing(PG_CONTROL)
+    if reason:
+        pytest.skip(reason)
+    fault = outage(*PG_CONTROL, seconds=3.0, what="PostgreSQL")
+    await guarantees.check(Scenario("postgres-restart", fault=fault))
+
+
+async def test_network_to_kafka_dropped_then_lossy(guarantees: Guarantees) -> None:
+    sandbox = network_sandbox(guarantees.bootstrap)
+    if not isinstance(sandbox, NetworkSandbox):
+        pytest.skip(sandbox)
+    try:
+        await guarantees.check(
+            Scenario(
+                "kafka-network",
+                fault=network_trouble(sandbox, drop_seconds=8.0, lossy_seconds=8.0),
+                cgroup=sandbox.cgroup,
+                cgroup_members=("worker-0", "consumer-0"),
+                drain_within=180.0,
+            )
+        )
+    finally:
+        sandbox.remove()
+
+
+def _retried_every_scripted_item(row: Row) -> list[str]:
+    if row.scripted == 0:
+        return ["no item got the scripted trouble (nothing was tested)"]
+    if row.retried < row.scripted:
+        return [f"only {row.retried} items retried, {row.scripted} had a bad first attempt"]
+    return []
+
+
+async def test_a_transport_slower_than_its_timeout(guarantees: Guarantees) -> None:
+    scenario = Scenario(
+        "slow-transport",
+        outbox={
+            "transport_timeout_seconds": 1.0,
+            "transports": [transport(ScriptedKafkaTransport, slow_every=10, slow_seconds=3.0)],
+        },
+        scripted_every=10,
+    )
+    await guarantees.check(scenario, _retried_every_scripted_item)
+
+
+def _clear_503s(row: Row) -> list[str]:
+    if not EXAMPLE_DOMAIN:
+        return []
+    asked = row.facts.get("api_requests_while_full", 0)
+    clear = row.facts.get("api_clear_503", 0)
+    if asked == 0 or clear != asked:
+        return [f"{clear} of {asked} order requests during the full disk got a clear 503"]
+    return []
+
+
+async def test_disk_full_on_insert(guarantees: Guarantees) -> None:
+    await guarantees.check(Scenario("disk-full", fault=disk_full(6.0)), _clear_503s)
+
+
+async def test_clocks_skewed_an_hour_both_ways(guarantees: Guarantees) -> None:
+    ahead, behind = skewed_clock("+1h"), skewed_clock("-1h")
+    if not isinstance(ahead, dict):
+        pytest.skip(ahead)
+    if not isinstance(behind, dict):
+        pytest.skip(behind)
+    scenario = Scenario(
+        "clock-skew",
+        outbox={"transports": [transport(ScriptedKafkaTransport, fail_every=10)]},
+        worker_env={"worker-0": ahead, "worker-1": behind},
+        scripted_every=10,
+        # Backoffs are short (0.5 s, doubling); computed on a skewed clock they would be an
+        # hour early or late and the items would sit there.
+        drain_within=60.0,
+    )
+    await guarantees.check(scenario, _retried_every_scripted_item)
