@@ -77,6 +77,9 @@ QUICK = Sizes(
 )
 
 
+SCENARIOS = ("drain", "steady", "inbox", "cost")
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/run.sh", description=__doc__)
     parser.add_argument(
@@ -84,7 +87,9 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--repeats", type=int, default=None, help="default 3 (quick: 1)")
     parser.add_argument(
-        "--peers", default=None, help="comma-separated peers (default: all; quick: none)"
+        "--peers",
+        default=None,
+        help="comma-separated peers, or none (default: all; quick: none)",
     )
     parser.add_argument(
         "--out", type=Path, default=ROOT / "docs", help="where benchmarks.md and img/ go"
@@ -93,9 +98,20 @@ def parse_args() -> argparse.Namespace:
         "--docs", action="store_true", help="write the docs even with --quick (to check them)"
     )
     parser.add_argument(
+        "--scenarios",
+        default=",".join(SCENARIOS),
+        help=f"comma-separated subset of {','.join(SCENARIOS)} (a subset writes no docs: "
+        "for profiling one scenario)",
+    )
+    parser.add_argument(
         "--wait-quiet", type=float, default=30.0, help="minutes to wait for load < 1.0"
     )
-    return parser.parse_args()
+    args = parser.parse_args()
+    args.selected = {s.strip() for s in args.scenarios.split(",") if s.strip()}
+    unknown = args.selected - set(SCENARIOS)
+    if unknown or not args.selected:
+        parser.error(f"--scenarios: choose from {','.join(SCENARIOS)} (got {args.scenarios!r})")
+    return args
 
 
 def build_systems(
@@ -109,7 +125,8 @@ def build_systems(
     baseline = System("baseline", bench_python, "baseline.py", services, inbox=True)
     baseline.versions = versions(bench_python, ["asyncpg", "confluent-kafka"])
     systems = [ours]
-    peers = [p for p in (args.peers or ("" if args.quick else ",".join(PEERS))).split(",") if p]
+    chosen = args.peers if args.peers is not None else ("" if args.quick else ",".join(PEERS))
+    peers = [p for p in chosen.split(",") if p and p != "none"]
     for peer in peers:
         log(f"installing {peer} into its own venv")
         python = make_venv(cache_dir() / "venvs" / peer, PEERS[peer])
@@ -214,7 +231,7 @@ def main() -> int:
             loads: list[float] = []
             for repeat in range(repeats):
                 log(f"repeat {repeat + 1}/{repeats}")
-                for workers in sizes.workers:
+                for workers in sizes.workers if "drain" in args.selected else ():
                     for system in systems:
                         peer = system.name not in ("ours", "baseline")
                         cap = sizes.peer_cap if peer else sizes.drain_timeout
@@ -235,7 +252,7 @@ def main() -> int:
                             f"{result['delivered']:,} delivered, dups {result['duplicates']}, "
                             f"order violations {result['order_violations']}"
                         )
-                for rate in sizes.rates:
+                for rate in sizes.rates if "steady" in args.selected else ():
                     for system in systems:
                         loads.append(machine.load1())
                         result = attempt(
@@ -259,7 +276,7 @@ def main() -> int:
                             f"steady {system.name} {rate}/s: p50 {result['p50']:.1f} p99 {result['p99']:.1f} ms, "
                             f"undelivered {result['undelivered']}, order violations {result['order_violations']}"
                         )
-                for system in systems:
+                for system in systems if "inbox" in args.selected else []:
                     if not system.inbox:
                         continue
                     loads.append(machine.load1())
@@ -284,7 +301,7 @@ def main() -> int:
                         f"inbox {system.name}: {result['rate']:,.0f} rows/s, lost {result['lost']}, "
                         f"stored twice {result['stored_duplicates']}"
                     )
-                for system in systems:
+                for system in systems if "cost" in args.selected else []:
                     loads.append(machine.load1())
                     cost = attempt(
                         ctx,
@@ -314,11 +331,12 @@ def main() -> int:
             pg.drop(*ctx.databases(systems))
         failures = correctness(results, sizes)
         (cache_dir() / "last-run" / "results.json").write_text(json.dumps(results, default=str))
-        if args.quick and not args.docs:
+        partial = args.selected != set(SCENARIOS)
+        if (args.quick or partial) and not args.docs:
             for line in failures:
                 log(f"FAIL {line}")
             log(
-                "quick run: "
+                ("quick run: " if args.quick else "partial run (no docs written): ")
                 + (
                     "FAILED"
                     if failures

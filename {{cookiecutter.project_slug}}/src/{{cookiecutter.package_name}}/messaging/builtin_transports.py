@@ -6,14 +6,16 @@ Generated classes in `transports/` subclass these; configure them in `config/box
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
+from datetime import datetime
 
 import httpx
 
-from .kafka import KafkaProducer
-from .observe import Observer
+from .kafka import KafkaProducer, OutgoingMessage
+from .observe import NO_SPAN, Observer, PublishSpan
 from .resources import Resources
 from .transport import (
     ItemRecord,
@@ -30,25 +32,42 @@ SYSTEM_HEADERS = ("correlation-id", "causation-id", "hop")
 
 
 def kafka_headers(
-    item: ItemRecord, trace: Mapping[str, str] | None = None
+    item: ItemRecord, trace: Mapping[str, str] | None = None, created_at: str | None = None
 ) -> list[tuple[str, bytes]]:
-    """The Kafka headers of an item: ids, chain, trace context and the user's headers."""
+    """The Kafka headers of an item: ids, chain, trace context and the user's headers.
+
+    `created_at` is the item's ISO 8601 creation time when the caller has it already (items
+    of one transaction share it)."""
+    message_id = str(item.uuid)
     headers: list[tuple[str, bytes]] = [
-        ("message-id", str(item.uuid).encode()),
-        ("event-name", item.event_name.encode()),
-        ("created-at", item.created_at.isoformat().encode()),
+        ("message-id", message_id.encode()),
+        ("event-name", _encoded(item.event_name)),
+        ("created-at", (created_at or item.created_at.isoformat()).encode()),
     ]
-    for name, value in {**item.headers, **(trace or {})}.items():
-        if value is None:
+    append = headers.append
+    for name, value in (item.headers if not trace else {**item.headers, **trace}).items():
+        kind = value.__class__
+        if kind is str:
+            append((name, headers[0][1] if value == message_id else value.encode()))
+        elif kind is int:
+            append((name, _SMALL_INTS[value] if 0 <= value < 64 else str(value).encode()))
+        elif value is None:
             continue
-        if isinstance(value, str):
-            text = value
+        elif isinstance(value, str):
+            append((name, value.encode()))
         elif isinstance(value, int) and not isinstance(value, bool):
-            text = str(value)
+            append((name, str(value).encode()))
         else:
-            text = json.dumps(value)
-        headers.append((name, text.encode()))
+            append((name, json.dumps(value).encode()))
     return headers
+
+
+_SMALL_INTS = [str(n).encode() for n in range(64)]  # hop counts, mostly
+
+
+@functools.lru_cache(maxsize=1024)
+def _encoded(text: str) -> bytes:
+    return text.encode()
 
 
 class KafkaTransport(PipelinedTransport):
@@ -81,6 +100,47 @@ class KafkaTransport(PipelinedTransport):
         future = self._producer.produce(topic, payload, key, kafka_headers(item, span.headers()))
         # The publish span ends with the delivery report, not when librdkafka took the message.
         future.add_done_callback(lambda f: span.end(None if f.cancelled() else f.exception()))
+        return future
+
+    def enqueue_many(
+        self, items: Sequence[tuple[ItemRecord, bytes]]
+    ) -> Awaitable[Sequence[BaseException | bool | None]]:
+        """The relay's path: the whole batch handed to librdkafka, one future for all of it."""
+        if self._producer is None:
+            raise TransportUnavailable("KafkaTransport used before setup()")
+        by_key = self.key_from == "event_key"
+        observer = self._observer
+        spans: list[tuple[int, PublishSpan]] = []
+        messages: list[OutgoingMessage] = []
+        stamps: dict[datetime, str] = {}
+        for index, (item, payload) in enumerate(items):
+            topic = self.topic_for(item)
+            span = observer.publishing(item, topic)
+            trace = span.headers()
+            if span is not NO_SPAN:
+                spans.append((index, span))
+            created_at = stamps.get(item.created_at)
+            if created_at is None:
+                created_at = stamps[item.created_at] = item.created_at.isoformat()
+            messages.append(
+                (
+                    topic,
+                    payload,
+                    item.event_key.encode() if by_key else None,
+                    kafka_headers(item, trace, created_at),
+                )
+            )
+        future = self._producer.produce_batch(messages)
+        if spans:
+
+            def end_spans(done: asyncio.Future[list[Exception | None]]) -> None:
+                errors: list[Exception | None] = (
+                    [None] * len(messages) if done.cancelled() else done.result()
+                )
+                for index, span in spans:
+                    span.end(errors[index])
+
+            future.add_done_callback(end_spans)
         return future
 
 

@@ -9,11 +9,13 @@ message, so a relay can wait for thousands of delivery reports at little cost.
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import logging
 import threading
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
@@ -74,6 +76,47 @@ def classify(error: KafkaError) -> Exception:
     if code in PERMANENT_ERRORS or error.fatal():
         return PermanentFailure(text)
     return RuntimeError(text)
+
+
+# One message for `KafkaProducer.produce_batch`: topic, value, key, headers.
+OutgoingMessage = tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]
+
+
+class _Deliveries:
+    """The delivery reports of one batch, collected on the poll thread.
+
+    One counter and one list for the whole batch, and one wake-up of the event loop when the
+    last report arrives: no asyncio future and no loop callback per message. The counter is
+    an `itertools.count`, whose `next` is atomic, so reports served by the poll thread and by
+    a `flush` on another thread cannot lose an increment.
+    """
+
+    __slots__ = ("_done", "errors", "future", "loop", "size")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, size: int) -> None:
+        self.loop = loop
+        self.size = size
+        self.future: asyncio.Future[list[Exception | None]] = loop.create_future()
+        self.errors: list[KafkaError | Exception | None] = [None] * size
+        self._done = itertools.count(1)
+        if size == 0:
+            self.future.set_result([])
+
+    def report(self, index: int, error: KafkaError | Exception | None, _msg: Any = None) -> None:
+        if error is not None:
+            self.errors[index] = error
+        if next(self._done) == self.size:
+            self.loop.call_soon_threadsafe(self._resolve)
+
+    def _resolve(self) -> None:
+        if self.future.done():  # cancelled: the relay stopped waiting (timeout, shutdown)
+            return
+        self.future.set_result(
+            [
+                None if e is None else (classify(e) if isinstance(e, KafkaError) else e)
+                for e in self.errors
+            ]
+        )
 
 
 class KafkaProducer:
@@ -162,6 +205,34 @@ class KafkaProducer:
             except KafkaException as exc:
                 future.set_exception(classify(exc.args[0]))
                 return future
+
+    def produce_batch(
+        self, messages: Sequence[OutgoingMessage]
+    ) -> asyncio.Future[list[Exception | None]]:
+        """Hand messages to librdkafka in this order; the future completes once every one
+        has its delivery report, with one entry per message: None (delivered) or the
+        exception `classify` makes of its error. This is the relay's path: thousands of
+        messages cost one future and one wake-up of the event loop."""
+        if self._producer is None or self._loop is None:
+            raise TransportUnavailable("kafka producer is not started")
+        producer = self._producer
+        deliveries = _Deliveries(self._loop, len(messages))
+        report = deliveries.report
+        for index, (topic, value, key, headers) in enumerate(messages):
+            callback = functools.partial(report, index)
+            while True:
+                try:
+                    producer.produce(
+                        topic, value, key, headers=cast(Any, headers), on_delivery=callback
+                    )
+                    break
+                except BufferError:
+                    # The local queue is full: let the poll thread drain it, then try again.
+                    producer.poll(0.01)
+                except KafkaException as exc:
+                    report(index, exc.args[0])
+                    break
+        return deliveries.future
 
     async def check(self, wait_seconds: float = 3.0) -> None:
         """Raise TransportUnavailable unless the cluster answers a metadata request."""

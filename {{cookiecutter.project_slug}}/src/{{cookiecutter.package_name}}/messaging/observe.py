@@ -67,7 +67,7 @@ class Observer:
         deferred; the batch took `seconds` from claim to recorded outcome."""
 
     def publishing(self, item: ItemRecord, destination: str) -> PublishSpan:
-        return _NO_SPAN
+        return NO_SPAN
 
     def received(
         self, box: Box, topic: str, partition: int, offset: int, headers: Mapping[str, str]
@@ -85,5 +85,5 @@ class Observer:
         """The box's backlog, sampled periodically by the worker."""
 
 
-_NO_SPAN = PublishSpan()
+NO_SPAN = PublishSpan()  # what the base Observer returns: nothing to end
 _NO_SCOPE = ProcessScope()

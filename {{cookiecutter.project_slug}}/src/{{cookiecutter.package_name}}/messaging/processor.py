@@ -15,19 +15,22 @@ owner sends them again (at-least-once, same message id).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
 import functools
+import json
 import logging
 import math
+import re
 import time
-from collections.abc import Awaitable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from .chain import handling
 from .create import pending_created
@@ -132,8 +135,12 @@ class BoxProcessor:
         session_factory: async_sessionmaker[AsyncSession],
         middlewares: Middlewares,
         observer: Observer | None = None,
+        keep_connections: bool = False,
     ) -> None:
         self.box = box
+        self.keep_connections = keep_connections
+        self._idle: list[tuple[AsyncConnection, Any]] = []
+        self._closed = False
         self.engine = engine
         self.session_factory = session_factory
         self.middlewares = middlewares
@@ -157,7 +164,10 @@ class BoxProcessor:
             if self.config.strict_order
             else ""
         )
-        self._claim_sql = text(
+        # The relay's hot statements run on the asyncpg connection itself (prepared once per
+        # connection, rows as asyncpg records): SQLAlchemy's per-row result processing cost
+        # more than the queries. $1 buckets, $2 per-bucket limit, $3 limit, $4 paused keys.
+        self._claim_sql = _asyncpg_sql(
             f"""
             SELECT i.* FROM unnest(CAST(:buckets AS integer[])) WITH ORDINALITY AS b(bucket, ord)
             CROSS JOIN LATERAL (
@@ -171,7 +181,11 @@ class BoxProcessor:
                 LIMIT :per_bucket
             ) AS i
             LIMIT :limit
-            """
+            """,
+            "buckets",
+            "per_bucket",
+            "limit",
+            "paused_keys",
         )
         # Coalescing: an item is dropped when a newer item of the same object (same shard
         # key, category and object identifier) is pending or delivered.
@@ -184,7 +198,7 @@ class BoxProcessor:
                           AND t.status IN ({int(ItemStatus.PENDING)}, {int(ItemStatus.DELIVERED)}))
             """
         )
-        self._claim_ids_sql = text(
+        self._claim_ids_sql = _asyncpg_sql(
             f"""
             SELECT t.id, t.uuid, t.event_name, t.event_key, t.bucket, t.payload, t.headers,
                    t.errors_count, t.created_at{inbox_columns}, false AS waiting
@@ -195,7 +209,8 @@ class BoxProcessor:
                               AND p.status = {int(ItemStatus.PENDING)} AND p.id < t.id
                               AND p.uuid <> ALL(CAST(:uuids AS uuid[])))
             ORDER BY t.bucket, t.id
-            """
+            """,
+            "uuids",
         )
         self._superseded_sql = text(
             f"""
@@ -205,11 +220,12 @@ class BoxProcessor:
                           AND t.id > r.id AND t.status = {int(ItemStatus.DELIVERED)})
             """
         )
-        self._delivered_sql = text(
+        self._delivered_sql = _asyncpg_sql(
             f"UPDATE {table} SET status = {int(ItemStatus.DELIVERED)}, processed_at = now(), "
-            f"next_attempt_at = NULL WHERE id = ANY(CAST(:ids AS bigint[]))"
+            f"next_attempt_at = NULL WHERE id = ANY(CAST(:ids AS bigint[]))",
+            "ids",
         )
-        self._failed_sql = text(
+        self._failed_sql = _asyncpg_sql(
             f"""
             UPDATE {table} AS t SET errors_count = u.errors_count, status = u.status,
                 last_error = u.error,
@@ -220,15 +236,22 @@ class BoxProcessor:
                         CAST(:messages AS text[]), CAST(:delays AS double precision[]))
                  AS u(id, errors_count, status, error, delay)
             WHERE t.id = u.id
-            """
+            """,
+            "ids",
+            "errors",
+            "statuses",
+            "messages",
+            "delays",
         )
-        self._discard_sql = text(
+        self._discard_sql = _asyncpg_sql(
             f"""
             UPDATE {table} AS t SET status = {int(ItemStatus.DISCARDED)}, processed_at = now(),
                 last_error = u.reason, next_attempt_at = NULL
             FROM unnest(CAST(:ids AS bigint[]), CAST(:reasons AS text[])) AS u(id, reason)
             WHERE t.id = u.id
-            """
+            """,
+            "ids",
+            "reasons",
         )
         self._inbox_delivered_sql = text(
             f"UPDATE {table} SET status = {int(ItemStatus.DELIVERED)}, processed_at = now(), "
@@ -246,50 +269,34 @@ class BoxProcessor:
         # deep bucket cannot starve the ones after it.
         self._rotation = (self._rotation + 1) % max(len(buckets), 1)
         buckets = [*buckets[self._rotation :], *buckets[: self._rotation]]
-        async with self.engine.connect() as conn:
-            rows = (
-                (
-                    await conn.execute(
-                        self._claim_sql,
-                        {
-                            "buckets": list(buckets),
-                            "per_bucket": per_bucket,
-                            "limit": limit,
-                            "paused_keys": list(paused_keys),
-                        },
-                    )
-                )
-                .mappings()
-                .all()
+        async with self._driver() as conn:
+            rows = await conn.fetch(
+                self._claim_sql, list(buckets), per_bucket, limit, list(paused_keys)
             )
-            await conn.rollback()
         claimed: list[tuple[ItemRecord, bytes]] = []
         blocked: set[str] = set()
         # Each key's items in id order whatever plan the database chose.
-        for row in sorted(rows, key=lambda r: (r["bucket"], r["id"])):
-            if self.config.strict_order:
-                if row["event_key"] in blocked:
-                    continue
-                if row["waiting"]:
-                    blocked.add(row["event_key"])
-                    continue
-            claimed.append((self._record(row), row["payload"]))
+        rows.sort(key=_bucket_and_id)
+        if not self.config.strict_order:
+            return [(self._record(row), row[5]) for row in rows]
+        for row in rows:
+            if row[3] in blocked:
+                continue
+            if row[-1]:  # waiting: in backoff, it blocks the rest of its key
+                blocked.add(row[3])
+                continue
+            claimed.append((self._record(row), row[5]))
         return claimed
 
     def _record(self, row: Any) -> ItemRecord:
+        """An ItemRecord of a claimed row (columns by position, see the claim SQL)."""
+        if self.box.kind == "inbox":
+            return ItemRecord(
+                row[0], row[1], self.box.name, row[2], row[3], row[4], _headers(row[6]),
+                row[7], row[8], row[9], row[10], row[11],
+            )  # fmt: skip
         return ItemRecord(
-            id=row["id"],
-            uuid=row["uuid"],
-            box=self.box.name,
-            event_name=row["event_name"],
-            event_key=row["event_key"],
-            bucket=row["bucket"],
-            headers=row["headers"] or {},
-            errors_count=row["errors_count"],
-            created_at=row["created_at"],
-            source_topic=row.get("source_topic"),
-            source_partition=row.get("source_partition"),
-            source_offset=row.get("source_offset"),
+            row[0], row[1], self.box.name, row[2], row[3], row[4], _headers(row[6]), row[7], row[8]
         )
 
     # -- one step ------------------------------------------------------------------------
@@ -308,14 +315,9 @@ class BoxProcessor:
     async def process_ids(self, message_ids: Sequence[UUID]) -> dict[UUID, Slot]:
         """Deliver these items now (synchronous flush), each only if it is the head of its key:
         an item with an older pending item of its key is left to the worker, in order."""
-        async with self.engine.connect() as conn:
-            rows = (
-                (await conn.execute(self._claim_ids_sql, {"uuids": list(message_ids)}))
-                .mappings()
-                .all()
-            )
-            await conn.rollback()
-        claimed = [(self._record(row), row["payload"]) for row in rows]
+        async with self._driver() as conn:
+            rows = await conn.fetch(self._claim_ids_sql, list(message_ids))
+        claimed = [(self._record(row), row[5]) for row in rows]
         slots = await self._process(claimed, BatchReport())
         return {slot.item.uuid: slot for slot in slots}
 
@@ -454,37 +456,53 @@ class BoxProcessor:
         )
 
     async def _deliver_pipelined(self, slots: list[Slot]) -> None:
-        futures: list[list[Awaitable[Any]]] = []
-        for slot in slots:
+        """Hand the whole batch to each transport in id order and wait for all outcomes."""
+        # transport -> positions of its slots (most boxes have one transport per event).
+        groups: dict[int, tuple[PipelinedTransport, list[int]]] = {}
+        for position, slot in enumerate(slots):
             slot.start(self.observer, self.box)
-            handed: list[Awaitable[Any]] = []
             for transport in self.box.transports_for(slot.item.event_name):
                 assert isinstance(transport, PipelinedTransport)
-                try:
-                    handed.append(transport.enqueue(slot.item, slot.payload))
-                except Exception as exc:
-                    handed.append(_failed(exc))
-            futures.append(handed)
-        flat = [f for group in futures for f in group]
+                group = groups.get(id(transport))
+                if group is None:
+                    group = groups[id(transport)] = (transport, [])
+                group[1].append(position)
+        calls: list[Awaitable[Sequence[BaseException | bool | None]]] = []
+        for transport, positions in groups.values():
+            try:
+                calls.append(
+                    transport.enqueue_many([(slots[p].item, slots[p].payload) for p in positions])
+                )
+            except Exception as exc:
+                calls.append(_failed_all(exc, len(positions)))
         timeout = self.config.transport_timeout_seconds
         try:
-            outcomes = await asyncio.wait_for(
-                asyncio.gather(*flat, return_exceptions=True), timeout
-            )
+            results: list[
+                Sequence[BaseException | bool | None] | BaseException
+            ] = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), timeout)
         except TimeoutError:
-            outcomes = [TimeoutError(f"no delivery report within {timeout:g}s")] * len(flat)
-        position = 0
-        for slot, group in zip(slots, futures, strict=True):
-            results = outcomes[position : position + len(group)]
-            position += len(group)
-            errors = [r for r in results if isinstance(r, BaseException)]
-            if not errors and all(r is not False for r in results):
-                slot.result = Result.DELIVERED
-            elif errors:
-                self._set_failure(slot, errors[0])
+            results = [TimeoutError(f"no delivery report within {timeout:g}s")] * len(calls)
+        errors: list[BaseException | None] = [None] * len(slots)
+        refused = [False] * len(slots)
+        for (_transport, positions), outcome in zip(groups.values(), results, strict=True):
+            if isinstance(outcome, BaseException):
+                for position in positions:
+                    errors[position] = errors[position] or outcome
+                continue
+            for position, result in zip(positions, outcome, strict=True):
+                if isinstance(result, BaseException):
+                    errors[position] = errors[position] or result
+                elif result is False:
+                    refused[position] = True
+        for slot, error, was_refused in zip(slots, errors, refused, strict=True):
+            if error is not None:
+                self._set_failure(slot, error)
+            elif was_refused:
+                error = TransportFailed("transport returned False")
+                self._set_failure(slot, error)
             else:
-                self._set_failure(slot, TransportFailed("transport returned False"))
-            slot.finish(errors[0] if errors else None)
+                slot.result = Result.DELIVERED
+            slot.finish(error)
 
     async def _deliver_one(self, slot: Slot, prev: Slot | None) -> None:
         try:
@@ -647,16 +665,96 @@ class BoxProcessor:
         report.discarded = len(discards)
         if not (delivered or failed["ids"] or discards):
             return
-        async with self.engine.begin() as conn:
-            if delivered:
-                await conn.execute(self._delivered_sql, {"ids": delivered})
-            if failed["ids"]:
-                await conn.execute(self._failed_sql, failed)
-            if discards:
-                await conn.execute(
-                    self._discard_sql,
-                    {"ids": [s.item.id for s, _ in discards], "reasons": [r for _, r in discards]},
+        statements: list[tuple[str, tuple[Any, ...]]] = []
+        if delivered:
+            statements.append((self._delivered_sql, (delivered,)))
+        if failed["ids"]:
+            statements.append(
+                (
+                    self._failed_sql,
+                    (
+                        failed["ids"],
+                        failed["errors"],
+                        failed["statuses"],
+                        failed["messages"],
+                        failed["delays"],
+                    ),
                 )
+            )
+        if discards:
+            statements.append(
+                (
+                    self._discard_sql,
+                    ([s.item.id for s, _ in discards], [r for _, r in discards]),
+                )
+            )
+        async with self._driver() as conn:
+            if len(statements) == 1:  # one statement commits alone: no BEGIN/COMMIT trips
+                await conn.execute(statements[0][0], *statements[0][1])
+                return
+            async with conn.transaction():
+                for sql, args in statements:
+                    await conn.execute(sql, *args)
+
+    @contextlib.asynccontextmanager
+    async def _driver(self) -> AsyncIterator[Any]:
+        """The asyncpg connection under a pooled SQLAlchemy connection (autocommit unless a
+        transaction is opened on it). A connection that failed is not reused.
+
+        A worker's processor keeps its connections between batches (`keep_connections`):
+        the pool's pre-ping (three round trips per check-out) cost more than a claim. A kept
+        connection that the server closed is noticed before use and replaced."""
+        conn: AsyncConnection | None = None
+        while self._idle:
+            held, driver = self._idle.pop()
+            if not driver.is_closed():
+                conn = held
+                break
+            await _discard(held)
+        if conn is None:
+            conn = await self.engine.connect()
+            driver = (await conn.get_raw_connection()).driver_connection
+        try:
+            yield driver
+        except BaseException:
+            await _discard(conn)
+            raise
+        if self.keep_connections and not self._closed:
+            self._idle.append((conn, driver))
+        else:
+            await conn.close()
+
+    async def close(self) -> None:
+        """Return the kept connections to the pool."""
+        self._closed = True
+        while self._idle:
+            conn, _driver = self._idle.pop()
+            await conn.close()
+
+
+async def _discard(conn: AsyncConnection) -> None:
+    with contextlib.suppress(Exception):
+        await conn.invalidate()
+    with contextlib.suppress(Exception):
+        await conn.close()
+
+
+def _bucket_and_id(row: Any) -> tuple[int, int]:
+    return row[4], row[0]
+
+
+def _asyncpg_sql(sql: str, *names: str) -> str:
+    """`:name` parameters to asyncpg's `$n`, numbered in the order given."""
+    for number, name in enumerate(names, start=1):
+        sql = re.sub(rf":{name}\b", f"${number}", sql)
+    return sql
+
+
+def _headers(value: Any) -> dict[str, Any]:
+    # jsonb arrives decoded when SQLAlchemy's codec is set on the connection, text if not.
+    if isinstance(value, str):
+        value = json.loads(value)
+    return value or {}
 
 
 def _check(result: object) -> None:
@@ -664,5 +762,5 @@ def _check(result: object) -> None:
         raise TransportFailed("transport returned False")
 
 
-async def _failed(exc: BaseException) -> Any:
-    raise exc
+async def _failed_all(exc: BaseException, count: int) -> list[BaseException | bool | None]:
+    return [exc] * count

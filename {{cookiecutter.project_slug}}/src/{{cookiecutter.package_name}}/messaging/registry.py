@@ -43,6 +43,10 @@ class Box:
     config: BoxConfig
     item_class: type[ItemMixin]
     transports: list[BoundTransport] = field(default_factory=list)
+    # event name -> its transports; keyed with the binding count so late additions show.
+    _matching: dict[str, tuple[int, list[BaseTransport]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @property
     def table(self) -> Table:
@@ -73,7 +77,13 @@ class Box:
         return bucket_for(key, self.config.partition_strategy, self.config.bucket_count)
 
     def transports_for(self, event_name: str) -> list[BaseTransport]:
-        return [bound.transport for bound in self.transports if bound.matches(event_name)]
+        """The transports of an event, in configuration order (looked up once per name)."""
+        cached = self._matching.get(event_name)
+        if cached is not None and cached[0] == len(self.transports):
+            return cached[1]
+        found = [bound.transport for bound in self.transports if bound.matches(event_name)]
+        self._matching[event_name] = (len(self.transports), found)
+        return found
 
 
 class BoxRegistry:

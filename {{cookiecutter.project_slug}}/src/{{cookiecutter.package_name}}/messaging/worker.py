@@ -77,6 +77,7 @@ class Worker:
                 resources.session_factory,
                 self.middlewares,
                 resources.observer,
+                keep_connections=True,
             )
             for box in self.boxes
         }
@@ -133,6 +134,8 @@ class Worker:
                     len(pending),
                 )
             await self.ownership.close()
+            for processor in self.processors.values():
+                await processor.close()
             for transport in transports.values():
                 await transport.close()
             log.info("worker stopped")
