@@ -1,10 +1,17 @@
 """The inbox consumer: Kafka -> inbox table, then offsets.
 
-Per batch: insert every message with `ON CONFLICT (uuid) DO NOTHING` in one transaction,
-commit, and only then commit the Kafka offsets. A crash before the offset commit means
-Kafka redelivers and the unique uuid absorbs the duplicates; nothing is stored twice and
-nothing is acknowledged before it is stored. A new batch is only polled after the previous
-one is fully committed, so a rebalance never revokes stored-but-uncommitted offsets.
+Per batch: insert every message with `ON CONFLICT (uuid) DO NOTHING` in one statement
+(which commits, with its NOTIFY), and only then commit the Kafka offsets of that batch. A
+crash before the offset commit means Kafka redelivers and the unique uuid absorbs the
+duplicates; nothing is stored twice and nothing is acknowledged before it is stored. The
+next batch is fetched while one is stored: a rebalance in between can revoke partitions
+whose batch is stored but not yet acknowledged, and then their new owner reads those
+messages again, which the uuid absorbs too.
+
+Database errors: a batch the database is unavailable for (connection lost, shutting down,
+disk full, ...) is retried as a whole, unacknowledged, until it stores; a batch whose data
+is refused (SQLSTATE classes 22, 23, 54) is stored row by row, each refused row reduced to
+an "unstorable" row that fails in processing with the reason.
 
 Messages that cannot be processed (oversized, no value, bad key) are stored too, with the
 reason in the `rejected` header, and fail in processing: never dropped, never blocking.
@@ -13,18 +20,17 @@ reason in the `rejected` header, and fail in processing: never dropped, never bl
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
-from sqlalchemy import text
-from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .observe import Observer
+from .pgconn import DriverConnections, is_data_error, is_unavailable
 from .registry import Box
 
 log = logging.getLogger(__name__)
@@ -168,6 +174,7 @@ class InboxConsumer:
             "partition.assignment.strategy": "cooperative-sticky",
             "session.timeout.ms": config.session_timeout_ms,
             "error_cb": self._on_error,
+            "on_commit": self._on_commit,
         }
         self.poll_timeout = poll_timeout
         self.observer = observer or Observer()
@@ -178,8 +185,24 @@ class InboxConsumer:
         self.stored = 0
         self.received = 0
         self.ready = asyncio.Event()
-        self._insert = insert(box.table).on_conflict_do_nothing(index_elements=["uuid"])
-        self._notify = text("SELECT pg_notify(:channel, '')")
+        self._connections = DriverConnections(engine, keep=True)
+        self._writing: asyncio.Task[None] | None = None
+        # One statement per batch: the rows as arrays, duplicates dropped by the unique
+        # uuid (also within the batch: the first one stays), a NOTIFY when any is new.
+        self._insert_sql = f"""
+            WITH new AS (
+                INSERT INTO {box.table_name} (uuid, event_name, event_key, bucket, payload,
+                    headers, source_topic, source_partition, source_offset)
+                SELECT u, e, k, b, p, h::jsonb, t, sp, so
+                FROM unnest($1::uuid[], $2::text[], $3::text[], $4::integer[], $5::bytea[],
+                            $6::text[], $7::text[], $8::integer[], $9::bigint[])
+                     AS r(u, e, k, b, p, h, t, sp, so)
+                ON CONFLICT (uuid) DO NOTHING
+                RETURNING 1
+            )
+            SELECT count(*)::integer, CASE WHEN count(*) > 0 THEN pg_notify($10, '') END
+            FROM new
+        """
 
     def _on_error(self, error: KafkaError) -> None:
         if error.code() == KafkaError._ALL_BROKERS_DOWN:
@@ -190,6 +213,18 @@ class InboxConsumer:
             )
         else:
             log.warning("inbox %s: kafka: %s", self.box.name, error)
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        failed = [p for p in partitions if p.error is not None]
+        if error is None and not failed:
+            return
+        # Usually a rebalance took the partitions: the new owner re-reads and the unique
+        # uuid drops what we already stored.
+        log.warning(
+            "inbox %s: offset commit failed (%s); duplicates will be absorbed",
+            self.box.name,
+            error or failed[0].error,
+        )
 
     def stop(self) -> None:
         self._stopping.set()
@@ -204,31 +239,57 @@ class InboxConsumer:
         )
         loop = asyncio.get_running_loop()
         next_lag = loop.time() + self.lag_interval
+        size = self.box.inbox_config.consume_batch_size
+
+        def fetch() -> asyncio.Future[list[Message]]:
+            return asyncio.ensure_future(
+                asyncio.to_thread(consumer.consume, size, self.poll_timeout)
+            )
+
+        fetching: asyncio.Future[list[Message]] | None = fetch()
         try:
             while not self._stopping.is_set():
-                messages = await asyncio.to_thread(
-                    consumer.consume, self.box.inbox_config.consume_batch_size, self.poll_timeout
-                )
+                assert fetching is not None
+                messages = await fetching
+                # The next batch is fetched while this one is stored and acknowledged.
+                fetching = fetch()
                 self.last_poll = loop.time()
                 self.ready.set()
                 if messages:
                     await self._store(consumer, messages)
+                else:
+                    await self.flush()  # idle: finish the last write (and raise its error)
                 if loop.time() >= next_lag:
                     next_lag = loop.time() + self.lag_interval
                     await asyncio.to_thread(self._report_lag, consumer)
         finally:
-            await asyncio.to_thread(consumer.close)
+            if fetching is not None:
+                # Fetched, never stored nor acknowledged: the group's next owner reads it.
+                await asyncio.gather(fetching, return_exceptions=True)
+            try:
+                await self.flush()
+            finally:
+                await asyncio.to_thread(consumer.close)
+            await self._connections.close()
             self._consumer = None
             log.info(
                 "inbox %s: consumer closed (stored %d new messages)", self.box.name, self.stored
             )
 
     async def _insert_rows(self, rows: list[dict[str, Any]]) -> int:
-        async with self.engine.begin() as conn:
-            result = await conn.execute(self._insert.returning(self.box.table.c.id), rows)
-            inserted = len(result.fetchall())
-            if inserted:
-                await conn.execute(self._notify, {"channel": self.box.channel})
+        columns: tuple[list[Any], ...] = ([], [], [], [], [], [], [], [], [])
+        for row in rows:
+            columns[0].append(row["uuid"])
+            columns[1].append(row["event_name"])
+            columns[2].append(row["event_key"])
+            columns[3].append(row["bucket"])
+            columns[4].append(row["payload"])
+            columns[5].append(json.dumps(row["headers"]))
+            columns[6].append(row["source_topic"])
+            columns[7].append(row["source_partition"])
+            columns[8].append(row["source_offset"])
+        async with self._connections.acquire() as conn:
+            inserted: int = await conn.fetchval(self._insert_sql, *columns, self.box.channel)
         return inserted
 
     async def _insert_one_by_one(self, rows: list[dict[str, Any]]) -> int:
@@ -236,17 +297,17 @@ class InboxConsumer:
         for row in rows:
             try:
                 inserted += await self._insert_rows([row])
-            except DBAPIError as exc:
-                if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
+            except Exception as exc:
+                if not is_data_error(exc):
                     raise
                 log.warning(
                     "inbox %s: message at %s/%s refused by the database: %s",
                     self.box.name,
                     row["source_topic"],
                     row["source_offset"],
-                    exc.orig,
+                    exc,
                 )
-                inserted += await self._insert_rows([unstorable_row(row, exc.orig or exc)])
+                inserted += await self._insert_rows([unstorable_row(row, exc)])
         return inserted
 
     def _report_lag(self, consumer: Consumer) -> None:
@@ -291,27 +352,43 @@ class InboxConsumer:
             offsets[tp] = max(offsets.get(tp, -1), (message.offset() or 0) + 1)
         if not rows:
             return
+        # This batch's rows were made while the previous batch was written; its write
+        # starts once that one is stored and acknowledged (writes and commits stay in order).
+        await self.flush()
+        self._writing = asyncio.create_task(self._write(consumer, rows, offsets))
+
+    async def flush(self) -> None:
+        """Wait until every batch handed to `_store` is stored and acknowledged."""
+        if self._writing is not None:
+            writing, self._writing = self._writing, None
+            await writing
+
+    async def _write(
+        self, consumer: Consumer, rows: list[dict[str, Any]], offsets: dict[tuple[str, int], int]
+    ) -> None:
         self.received += len(rows)
         while True:
             try:
-                inserted = await self._insert_rows(rows)
+                try:
+                    inserted = await self._insert_rows(rows)
+                except Exception as exc:
+                    if not is_data_error(exc):
+                        raise
+                    # The data of some message is refused: store row by row, the refused
+                    # ones reduced.
+                    inserted = await self._insert_one_by_one(rows)
                 break
-            except DBAPIError as exc:
-                if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
-                    # Keep the batch: it is not acknowledged, so retrying loses and doubles nothing.
-                    log.error(
-                        "inbox %s: database unavailable (%s); retrying the batch",
-                        self.box.name,
-                        exc,
-                    )
-                    await asyncio.sleep(1.0)
-                    continue
-                # The data of some message is refused: store row by row, the refused ones reduced.
-                inserted = await self._insert_one_by_one(rows)
-                break
-            except (OSError, ConnectionError) as exc:
+            except Exception as exc:
+                if not is_unavailable(exc):
+                    raise
+                # Keep the batch: it is not acknowledged, so retrying loses and doubles nothing.
                 log.error(
-                    "inbox %s: database unavailable (%s); retrying the batch", self.box.name, exc
+                    "inbox %s: database unavailable or refusing writes (%s: %s); "
+                    "retrying the batch of %d messages, unacknowledged",
+                    self.box.name,
+                    type(exc).__name__,
+                    exc,
+                    len(rows),
                 )
                 await asyncio.sleep(1.0)
         self.stored += inserted
@@ -321,12 +398,8 @@ class InboxConsumer:
             for (topic, partition), offset in offsets.items()
         ]
         try:
-            await asyncio.to_thread(consumer.commit, offsets=commit, asynchronous=False)
+            # Sent now, confirmed in the background (`_on_commit`): the batch is stored, so a
+            # commit that is lost only means the batch is read again, and the uuid absorbs it.
+            consumer.commit(offsets=commit, asynchronous=True)
         except KafkaException as exc:
-            # Usually a rebalance took the partitions: the new owner re-reads and the unique
-            # uuid drops what we already stored.
-            log.warning(
-                "inbox %s: offset commit failed (%s); duplicates will be absorbed",
-                self.box.name,
-                exc,
-            )
+            self._on_commit(exc.args[0], commit)

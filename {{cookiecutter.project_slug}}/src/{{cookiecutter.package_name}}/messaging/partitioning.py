@@ -6,6 +6,8 @@ which is salted per process).
 
 from __future__ import annotations
 
+import functools
+import re
 import zlib
 from collections.abc import Callable
 from typing import Literal
@@ -24,11 +26,13 @@ def number_strategy(key: str) -> int:
     A key without digits falls back to the hash strategy rather than piling every such key
     into bucket 0.
     """
-    digits = "".join(ch for ch in key if "0" <= ch <= "9")
+    digits = key if key.isascii() and key.isdigit() else _NOT_DIGITS.sub("", key)
     if not digits:
         return hash_strategy(key)
     return int(digits)
 
+
+_NOT_DIGITS = re.compile(r"[^0-9]+")
 
 STRATEGIES: dict[str, Callable[[str], int]] = {
     "number": number_strategy,
@@ -36,6 +40,7 @@ STRATEGIES: dict[str, Callable[[str], int]] = {
 }
 
 
+@functools.lru_cache(maxsize=65_536)  # keys repeat: the inbox and create() ask per message
 def bucket_for(key: str, strategy: str, bucket_count: int) -> int:
     try:
         fn = STRATEGIES[strategy]

@@ -15,28 +15,27 @@ owner sends them again (at-least-once, same message id).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import enum
 import functools
 import json
 import logging
 import math
-import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Collection, Sequence
+from collections.abc import Awaitable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from .chain import handling
 from .create import pending_created
 from .inbox_consumer import REJECTED_HEADER
 from .middleware import Middlewares, run_batch_chain, run_item_chain
 from .observe import Observer, ProcessScope
+from .pgconn import DriverConnections, asyncpg_sql
 from .registry import Box
 from .retry import decide
 from .shards import COALESCE_HEADER, OBJECT_HEADER
@@ -138,9 +137,8 @@ class BoxProcessor:
         keep_connections: bool = False,
     ) -> None:
         self.box = box
-        self.keep_connections = keep_connections
-        self._idle: list[tuple[AsyncConnection, Any]] = []
-        self._closed = False
+        # A worker's processor keeps its connections between batches.
+        self._connections = DriverConnections(engine, keep=keep_connections)
         self.engine = engine
         self.session_factory = session_factory
         self.middlewares = middlewares
@@ -164,10 +162,9 @@ class BoxProcessor:
             if self.config.strict_order
             else ""
         )
-        # The relay's hot statements run on the asyncpg connection itself (prepared once per
-        # connection, rows as asyncpg records): SQLAlchemy's per-row result processing cost
-        # more than the queries. $1 buckets, $2 per-bucket limit, $3 limit, $4 paused keys.
-        self._claim_sql = _asyncpg_sql(
+        # The relay's hot statements run on the asyncpg connection itself (see pgconn.py;
+        # prepared once per connection, rows as asyncpg records). $1 buckets, $2 per-bucket limit, $3 limit, $4 paused keys.
+        self._claim_sql = asyncpg_sql(
             f"""
             SELECT i.* FROM unnest(CAST(:buckets AS integer[])) WITH ORDINALITY AS b(bucket, ord)
             CROSS JOIN LATERAL (
@@ -198,7 +195,7 @@ class BoxProcessor:
                           AND t.status IN ({int(ItemStatus.PENDING)}, {int(ItemStatus.DELIVERED)}))
             """
         )
-        self._claim_ids_sql = _asyncpg_sql(
+        self._claim_ids_sql = asyncpg_sql(
             f"""
             SELECT t.id, t.uuid, t.event_name, t.event_key, t.bucket, t.payload, t.headers,
                    t.errors_count, t.created_at{inbox_columns}, false AS waiting
@@ -220,12 +217,12 @@ class BoxProcessor:
                           AND t.id > r.id AND t.status = {int(ItemStatus.DELIVERED)})
             """
         )
-        self._delivered_sql = _asyncpg_sql(
+        self._delivered_sql = asyncpg_sql(
             f"UPDATE {table} SET status = {int(ItemStatus.DELIVERED)}, processed_at = now(), "
             f"next_attempt_at = NULL WHERE id = ANY(CAST(:ids AS bigint[]))",
             "ids",
         )
-        self._failed_sql = _asyncpg_sql(
+        self._failed_sql = asyncpg_sql(
             f"""
             UPDATE {table} AS t SET errors_count = u.errors_count, status = u.status,
                 last_error = u.error,
@@ -243,7 +240,7 @@ class BoxProcessor:
             "messages",
             "delays",
         )
-        self._discard_sql = _asyncpg_sql(
+        self._discard_sql = asyncpg_sql(
             f"""
             UPDATE {table} AS t SET status = {int(ItemStatus.DISCARDED)}, processed_at = now(),
                 last_error = u.reason, next_attempt_at = NULL
@@ -269,7 +266,7 @@ class BoxProcessor:
         # deep bucket cannot starve the ones after it.
         self._rotation = (self._rotation + 1) % max(len(buckets), 1)
         buckets = [*buckets[self._rotation :], *buckets[: self._rotation]]
-        async with self._driver() as conn:
+        async with self._connections.acquire() as conn:
             rows = await conn.fetch(
                 self._claim_sql, list(buckets), per_bucket, limit, list(paused_keys)
             )
@@ -315,7 +312,7 @@ class BoxProcessor:
     async def process_ids(self, message_ids: Sequence[UUID]) -> dict[UUID, Slot]:
         """Deliver these items now (synchronous flush), each only if it is the head of its key:
         an item with an older pending item of its key is left to the worker, in order."""
-        async with self._driver() as conn:
+        async with self._connections.acquire() as conn:
             rows = await conn.fetch(self._claim_ids_sql, list(message_ids))
         claimed = [(self._record(row), row[5]) for row in rows]
         slots = await self._process(claimed, BatchReport())
@@ -688,7 +685,7 @@ class BoxProcessor:
                     ([s.item.id for s, _ in discards], [r for _, r in discards]),
                 )
             )
-        async with self._driver() as conn:
+        async with self._connections.acquire() as conn:
             if len(statements) == 1:  # one statement commits alone: no BEGIN/COMMIT trips
                 await conn.execute(statements[0][0], *statements[0][1])
                 return
@@ -696,58 +693,13 @@ class BoxProcessor:
                 for sql, args in statements:
                     await conn.execute(sql, *args)
 
-    @contextlib.asynccontextmanager
-    async def _driver(self) -> AsyncIterator[Any]:
-        """The asyncpg connection under a pooled SQLAlchemy connection (autocommit unless a
-        transaction is opened on it). A connection that failed is not reused.
-
-        A worker's processor keeps its connections between batches (`keep_connections`):
-        the pool's pre-ping (three round trips per check-out) cost more than a claim. A kept
-        connection that the server closed is noticed before use and replaced."""
-        conn: AsyncConnection | None = None
-        while self._idle:
-            held, driver = self._idle.pop()
-            if not driver.is_closed():
-                conn = held
-                break
-            await _discard(held)
-        if conn is None:
-            conn = await self.engine.connect()
-            driver = (await conn.get_raw_connection()).driver_connection
-        try:
-            yield driver
-        except BaseException:
-            await _discard(conn)
-            raise
-        if self.keep_connections and not self._closed:
-            self._idle.append((conn, driver))
-        else:
-            await conn.close()
-
     async def close(self) -> None:
         """Return the kept connections to the pool."""
-        self._closed = True
-        while self._idle:
-            conn, _driver = self._idle.pop()
-            await conn.close()
-
-
-async def _discard(conn: AsyncConnection) -> None:
-    with contextlib.suppress(Exception):
-        await conn.invalidate()
-    with contextlib.suppress(Exception):
-        await conn.close()
+        await self._connections.close()
 
 
 def _bucket_and_id(row: Any) -> tuple[int, int]:
     return row[4], row[0]
-
-
-def _asyncpg_sql(sql: str, *names: str) -> str:
-    """`:name` parameters to asyncpg's `$n`, numbered in the order given."""
-    for number, name in enumerate(names, start=1):
-        sql = re.sub(rf":{name}\b", f"${number}", sql)
-    return sql
 
 
 def _headers(value: Any) -> dict[str, Any]:
