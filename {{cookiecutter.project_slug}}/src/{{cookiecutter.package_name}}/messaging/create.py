@@ -14,12 +14,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import decimal
+import functools
 import json
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import event, insert, text
+from sqlalchemy import TextClause, event, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
@@ -175,25 +176,29 @@ class Outbox:
         box = call.box
         if box.kind != "outbox":
             raise ValueError(f"box {box.name} is an inbox; items are created in it by the consumer")
-        rows: list[dict[str, Any]] = []
         ids: list[uuid.UUID] = []
+        buckets: list[int] = []
+        headers: list[str] = []
         for item in call.items:
             message_id = item.uuid or uuid.uuid4()
             item.uuid = message_id
             item.bucket = box.bucket_for(item.event_key)
             ids.append(message_id)
-            rows.append(
-                {
-                    "uuid": message_id,
-                    "event_name": item.event_name,
-                    "event_key": item.event_key,
-                    "bucket": item.bucket,
-                    "payload": item.payload,
-                    "headers": {**item.headers, **chain_headers(message_id)},
-                }
-            )
-        await call.session.execute(insert(box.table), rows)
-        await call.session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": box.channel})
+            buckets.append(item.bucket)
+            headers.append(json.dumps({**item.headers, **chain_headers(message_id)}))
+        # The rows and the NOTIFY that wakes the workers in one statement: one round trip.
+        await call.session.execute(
+            _insert_statement(box.table_name),
+            {
+                "uuids": ids,
+                "names": [i.event_name for i in call.items],
+                "keys": [i.event_key for i in call.items],
+                "buckets": buckets,
+                "payloads": [i.payload for i in call.items],
+                "headers": headers,
+                "channel": box.channel,
+            },
+        )
         context = current_context()
         if context is not None and context.flush:
             context.created.extend((box, message_id) for message_id in ids)
@@ -201,6 +206,22 @@ class Outbox:
             (self._observer, box, [i.event_name for i in call.items])
         )
         return ids
+
+
+@functools.lru_cache(maxsize=256)
+def _insert_statement(table: str) -> TextClause:
+    return text(
+        f"""
+        WITH new AS (
+            INSERT INTO {table} (uuid, event_name, event_key, bucket, payload, headers)
+            SELECT u, e, k, b, p, h::jsonb
+            FROM unnest(CAST(:uuids AS uuid[]), CAST(:names AS text[]), CAST(:keys AS text[]),
+                        CAST(:buckets AS integer[]), CAST(:payloads AS bytea[]),
+                        CAST(:headers AS text[])) AS r(u, e, k, b, p, h)
+        )
+        SELECT pg_notify(:channel, '')
+        """
+    )
 
 
 CREATED_KEY = "outbox_created"
