@@ -9,7 +9,7 @@ def config_lines(sizes: Any, peers: list[str]) -> list[str]:
     lines = [
         "Common to all: the same items (~1 KB JSON value with its sequence number, key = one of "
         f"{sizes.keys:,} keys, so per-key order is checkable), an {8}-partition topic per run, "
-        "producer `acks=all`, idempotence on, `linger.ms` 5, each relay process started fresh "
+        "producer `acks=all`, idempotence on, `linger.ms` 1 (our default), each relay process started fresh "
         "on a fresh copy of its database, OpenTelemetry off, log level WARNING. Worker "
         "processes = OS processes of the relay.",
         "",
@@ -31,7 +31,7 @@ def config_lines(sizes: Any, peers: list[str]) -> list[str]:
         lines.append(
             "- **faststream-outbox**: its documented relay, an `OutboxBroker` subscriber "
             "stacked under a publisher of FastStream's confluent `KafkaBroker` (`acks='all'`, "
-            "`enable_idempotence=True`, `linger_ms=5`); the handler returns "
+            "`enable_idempotence=True`, `linger_ms=1`); the handler returns "
             "`KafkaResponse(body, key=<item key>)`. Subscriber: `fetch_batch_size=500`, "
             "`max_workers=16` (concurrent handlers; its default is 1), "
             "`terminal_flush_batch_size=100` (batched DELETEs; default 1), "
@@ -47,7 +47,7 @@ def config_lines(sizes: Any, peers: list[str]) -> list[str]:
             "- **omni-box**: its outbox publisher loop as documented: per iteration a "
             "transaction of the caller's, `OutboxPublisher(PostgresOutboxRepository(session), "
             "KafkaEventPublisher(AIOKafkaProducer(acks='all', enable_idempotence=True, "
-            "linger_ms=5), RawEventConverter())).publish_batch(batch_size=500)`; two such "
+            "linger_ms=1), RawEventConverter())).publish_batch(batch_size=500)`; two such "
             "loops per process (like our two lanes); 50 ms sleep when idle (it has no NOTIFY "
             "wake-up). Its Kafka adapter is aiokafka-based (it has no confluent one) and awaits "
             "`send_and_wait` per event, events of a batch one after the other. Its fetch hands "

@@ -102,7 +102,7 @@ def producer_config() -> dict[str, object]:
         "bootstrap.servers": os.environ["KAFKA_BOOTSTRAP_SERVERS"],
         "enable.idempotence": True,
         "acks": "all",
-        "linger.ms": 5,
+        "linger.ms": 1,
     }
 
 

@@ -4,7 +4,7 @@ The relay is its documented outbox publisher loop: in a transaction of its own,
 `OutboxPublisher(PostgresOutboxRepository(session), KafkaEventPublisher(...))
 .publish_batch(batch_size=500)`, sleeping 50 ms when there was nothing to do (omni-box has
 no NOTIFY wake-up). Two such loops run per process (the same two lanes our worker runs).
-The Kafka adapter is omni-box's own (aiokafka), with acks=all, idempotence on, linger 5 ms,
+The Kafka adapter is omni-box's own (aiokafka), with acks=all, idempotence on, linger 1 ms,
 and `RawEventConverter` so that the message value is the same ~1 KB document. The rows name
 a placeholder topic (the backlog is written once and copied per run); `TopicRedirect` sends
 to the run's topic.
@@ -140,7 +140,7 @@ async def relay(args: argparse.Namespace) -> None:
         bootstrap_servers=os.environ["KAFKA_BOOTSTRAP_SERVERS"],
         acks="all",
         enable_idempotence=True,
-        linger_ms=5,
+        linger_ms=1,
     )
     await producer.start()
     broker = KafkaEventPublisher(

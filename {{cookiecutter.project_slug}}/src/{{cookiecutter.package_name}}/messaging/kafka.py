@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 DEFAULT_PRODUCER_CONFIG: dict[str, Any] = {
     "enable.idempotence": True,
     "acks": "all",
-    "linger.ms": 5,
+    "linger.ms": 1,
     "batch.num.messages": 10_000,
     "queue.buffering.max.messages": 200_000,
     # A delivery that cannot complete in this time is reported as an outage, and the item

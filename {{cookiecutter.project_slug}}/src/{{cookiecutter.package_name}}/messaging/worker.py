@@ -16,6 +16,7 @@ import os
 import socket
 from collections.abc import Iterable
 
+import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
@@ -35,7 +36,16 @@ DEPTH_SQL = (
 DEEPEST_SQL = (
     "SELECT count(*) FROM {table} WHERE status = 0 GROUP BY bucket ORDER BY 1 DESC LIMIT 1"
 )
-DB_ERRORS = (DBAPIError, OperationalError, OSError, ConnectionError)
+# What the database can raise at a lane: through SQLAlchemy, or from the asyncpg connection
+# the relay's hot statements use directly (see pgconn.py).
+DB_ERRORS = (
+    DBAPIError,
+    OperationalError,
+    OSError,
+    ConnectionError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+)
 
 
 class Worker:
