@@ -4,7 +4,6 @@ here (each returns None when it can, else the precise reason to skip)."""
 from __future__ import annotations
 
 import asyncio
-import glob
 import os
 import shutil
 import socket
@@ -242,42 +241,30 @@ def _detail(response: httpx.Response) -> str:
 
 # -- clocks ----------------------------------------------------------------------------------------
 
-FAKETIME_LIBRARIES = (
-    "/usr/lib/*/faketime/libfaketime.so.1",
-    "/usr/lib/faketime/libfaketime.so.1",
-    "/usr/local/lib/faketime/libfaketime.so.1",
-)
+SKEWED_CLOCK = Path(__file__).resolve().parent / "skewed_clock"
 
 
-def skewed_clock(offset: str) -> dict[str, str] | str:
-    """Environment that runs a process with its wall clock moved by `offset` (libfaketime's
-    syntax, e.g. "+1h"), or why that is not possible here."""
-    library = os.environ.get("GUARANTEES_LIBFAKETIME")
-    if not library:
-        found = [path for pattern in FAKETIME_LIBRARIES for path in glob.glob(pattern)]
-        if not found:
-            return (
-                "needs libfaketime (Debian package faketime; scripts/test.sh of the template "
-                "installs it) or GUARANTEES_LIBFAKETIME=/path/to/libfaketime.so.1"
-            )
-        library = found[0]
-    env = {
-        "LD_PRELOAD": library,
-        "FAKETIME": offset,
-        # asyncio's timers run on the monotonic clock; only wall-clock time is skewed.
-        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-    }
+def skewed_clock(offset_seconds: float) -> dict[str, str] | str:
+    """Environment that runs a service process with its wall clock `offset_seconds` off (see
+    skewed_clock/sitecustomize.py), or why that is not possible here."""
+    path = os.pathsep.join(filter(None, [str(SKEWED_CLOCK), os.environ.get("PYTHONPATH")]))
+    env = {"PYTHONPATH": path, "GUARANTEES_CLOCK_OFFSET_SECONDS": str(offset_seconds)}
     probe = subprocess.run(
-        [sys.executable, "-c", "import time; print(time.time())"],
+        [
+            sys.executable,
+            "-c",
+            "import datetime, time; print(time.time()); "
+            "print(datetime.datetime.now(datetime.timezone.utc).timestamp())",
+        ],
         env={**os.environ, **env},
         capture_output=True,
         text=True,
         check=False,
     )
     try:
-        skew = float(probe.stdout.strip()) - time.time()
+        skews = [float(line) - time.time() for line in probe.stdout.split()]
     except ValueError:
-        return f"{library} did not run: {probe.stderr.strip()[:200]}"
-    if abs(skew) < 1800:
-        return f"{library} with FAKETIME={offset} moved the clock only {skew:.0f}s"
+        return f"the skewed interpreter did not run: {probe.stderr.strip()[:300]}"
+    if len(skews) != 2 or any(abs(skew - offset_seconds) > 60 for skew in skews):
+        return f"PYTHONPATH={SKEWED_CLOCK} did not move the clock by {offset_seconds}s: {skews}"
     return env

@@ -59,12 +59,12 @@ class Load:
     transactions (a sequence number per key), `orders` through the api when the example
     domain is baked in, and `inbox` distinct messages (plus 10% sent twice)."""
 
-    keys: int = 30
+    keys: int = 20
     per_key: int = 100
-    writers: int = 6
+    writers: int = 5
     orders: int = 200
-    inbox: int = 2000
-    seconds: float = 10.0  # the load is spread over this long, so faults land mid-stream
+    inbox: int = 1500
+    seconds: float = 6.0  # the load is spread over this long, so faults land mid-stream
 
     @property
     def items(self) -> int:
@@ -367,9 +367,9 @@ async def wait_until(
     return False
 
 
-def create_topics(bootstrap: str, *topics: str) -> None:
+def create_topics(bootstrap: str, topics: list[str], config: dict[str, str]) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(t, num_partitions=6) for t in topics])
+    futures = admin.create_topics([NewTopic(t, num_partitions=6, config=config) for t in topics])
     for future in futures.values():
         future.result(30)
 
@@ -398,6 +398,7 @@ class Scenario:
     drain_within: float = 150.0
     # Items whose id is a multiple of this get the scripted transport's trouble.
     scripted_every: int = 0
+    topic_config: dict[str, str] = field(default_factory=dict)
     load: Load = field(default_factory=Load)
 
 
@@ -461,7 +462,7 @@ async def run_scenario(
     await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
     topic = f"g-{scenario.name}-{uuid.uuid4().hex[:8]}"
     boxes = boxes_file(workdir / "boxes.yaml", scenario, topic)
-    await asyncio.to_thread(create_topics, bootstrap, topic, f"{topic}-in")
+    await asyncio.to_thread(create_topics, bootstrap, [topic, f"{topic}-in"], scenario.topic_config)
     container = Container()
     container.settings.override(
         Settings(
@@ -516,6 +517,7 @@ async def run_scenario(
     finally:
         await stack.stop()
     try:
+        stuck = "" if drained else await describe_pending(container)
         row = await audit(container, bootstrap, topic, inbox_ids)
         if scenario.scripted_every:
             row.scripted = await count(
@@ -528,7 +530,7 @@ async def run_scenario(
     row.seconds = time.monotonic() - started
     if not drained:
         facts["not_drained"] = 1
-        notes.append(f"not drained within {scenario.drain_within:.0f}s")
+        notes.append(f"not drained within {scenario.drain_within:.0f}s: {stuck}")
     if stats.rejected_writes:
         reasons = ", ".join(f"{k} x{v}" for k, v in stats.errors.most_common(3))
         notes.append(f"{stats.rejected_writes} writes rejected during the fault ({reasons})")
@@ -538,6 +540,29 @@ async def run_scenario(
     row.notes = notes
     row.facts = facts
     return row, stack.tails()
+
+
+async def describe_pending(container: Container) -> str:
+    """Where undelivered items sit, for the failure message."""
+    parts = []
+    async with container.session_factory()() as session:
+        for model in (OutboxItem, InboxItem):
+            row = (
+                await session.execute(
+                    select(
+                        func.count(),
+                        func.count(func.distinct(model.bucket)),
+                        func.max(model.errors_count),
+                        func.max(model.next_attempt_at) > func.now(),
+                        func.max(model.last_error),
+                    ).where(model.status == int(ItemStatus.PENDING))
+                )
+            ).one()
+            parts.append(
+                f"{model.__tablename__}: {row[0]} pending in {row[1]} buckets, max errors "
+                f"{row[2]}, waiting for backoff {row[3]}, an error: {str(row[4])[:160]}"
+            )
+    return "; ".join(parts)
 
 
 async def _delivered_at_least(container: Container, expected: int) -> bool:
