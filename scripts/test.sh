@@ -84,9 +84,12 @@ eval "$services_env"
 : "${TEST_DATABASE_URL:?services-up.sh did not export TEST_DATABASE_URL}"
 : "${TEST_KAFKA_BOOTSTRAP_SERVERS:?services-up.sh did not export TEST_KAFKA_BOOTSTRAP_SERVERS}"
 export TEST_DATABASE_URL TEST_KAFKA_BOOTSTRAP_SERVERS
-# Fault tests of the generated suites stop and restart the broker with these.
+# Fault tests of the generated suites (tests/integration/test_faults.py and the guarantees
+# suite, tests/guarantees) stop and restart the broker and the database with these.
 export TEST_KAFKA_STOP_CMD="$ROOT/scripts/kafka.sh down"
 export TEST_KAFKA_START_CMD="$ROOT/scripts/kafka.sh up"
+export TEST_PG_STOP_CMD="$ROOT/scripts/postgres.sh down"
+export TEST_PG_START_CMD="$ROOT/scripts/postgres.sh up"
 log "services: $TEST_DATABASE_URL, kafka $TEST_KAFKA_BOOTSTRAP_SERVERS"
 
 # --- tests -----------------------------------------------------------------------------

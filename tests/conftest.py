@@ -450,6 +450,7 @@ class Services:
     kafka_bootstrap_servers: str
     kafka_stop_cmd: str | None
     kafka_start_cmd: str | None
+    pg_start_cmd: str | None
 
 
 @pytest.fixture(scope="session")
@@ -463,4 +464,5 @@ def services() -> Services:
         kafka,
         os.environ.get("TEST_KAFKA_STOP_CMD"),
         os.environ.get("TEST_KAFKA_START_CMD"),
+        os.environ.get("TEST_PG_START_CMD"),
     )

@@ -95,8 +95,18 @@ def service_env(installed: Installed, services: Services, url: str, **extra: str
 
 def kafka_reachable(bootstrap: str) -> bool:
     host, _, port = bootstrap.split(",")[0].rpartition(":")
+    return reachable(host, int(port))
+
+
+def postgres_reachable(database_url: str) -> bool:
+    address = database_url.split("@", 1)[-1].split("/", 1)[0]
+    host, _, port = address.rpartition(":")
+    return reachable(host or "localhost", int(port or 5432))
+
+
+def reachable(host: str, port: int) -> bool:
     try:
-        with socket.create_connection((host, int(port)), timeout=3):
+        with socket.create_connection((host, port), timeout=3):
             return True
     except OSError:
         return False
@@ -267,6 +277,13 @@ def test_generated_suite_passes(
                 services.kafka_start_cmd, shell=True, stdout=subprocess.DEVNULL, check=False
             )
         pytest.fail(f"the suite of {combo.id} left Kafka stopped ({summary})", pytrace=False)
+    if not postgres_reachable(services.database_url):
+        # The guarantees suite restarts PostgreSQL (TEST_PG_STOP_CMD / TEST_PG_START_CMD).
+        if services.pg_start_cmd:
+            subprocess.run(
+                services.pg_start_cmd, shell=True, stdout=subprocess.DEVNULL, check=False
+            )
+        pytest.fail(f"the suite of {combo.id} left PostgreSQL stopped ({summary})", pytrace=False)
     if (
         result.returncode != 0
         or tally.get("passed", 0) == 0

@@ -153,10 +153,11 @@ class Stack:
         cgroup_members: tuple[str, ...] = (),
     ) -> None:
         self.api_port = free_port()
+        self.probe_ports = {name: free_port() for name in WORKERS}
         self.processes: dict[str, Process] = {}
         specs: list[tuple[str, list[str]]] = [
             ("api", ["api", "--host", "127.0.0.1", "--port", str(self.api_port)]),
-            *((name, ["worker", "--probe-port", "0"]) for name in WORKERS),
+            *((name, ["worker", "--probe-port", str(self.probe_ports[name])]) for name in WORKERS),
             *((name, ["consumer", "--probe-port", "0"]) for name in CONSUMERS),
         ]
         for name, command in specs:
@@ -227,6 +228,18 @@ class Stack:
             if await asyncio.to_thread(process.wait, 30) is None:
                 process.signal(signal.SIGKILL)
                 await asyncio.to_thread(process.wait, 10)
+
+    async def worker_health(self) -> str:
+        """What each worker's /healthz says (a lane that stopped turning shows there)."""
+        answers = []
+        async with httpx.AsyncClient(timeout=5.0) as client:
+            for name, port in self.probe_ports.items():
+                try:
+                    response = await client.get(f"http://127.0.0.1:{port}/healthz")
+                    answers.append(f"{name} {response.status_code} {response.text[:200]}")
+                except httpx.HTTPError as exc:
+                    answers.append(f"{name} {type(exc).__name__}")
+        return ", ".join(answers)
 
     def tails(self) -> str:
         return "\n".join(
@@ -514,6 +527,8 @@ async def run_scenario(
             return pending == 0 and inbox_pending == 0 and stored >= len(inbox_ids)
 
         drained = await wait_until(settled, within=scenario.drain_within)
+        if not drained:
+            notes.append(f"worker /healthz: {await stack.worker_health()}")
     finally:
         await stack.stop()
     try:
