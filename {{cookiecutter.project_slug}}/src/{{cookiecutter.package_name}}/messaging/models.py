@@ -68,7 +68,7 @@ class ItemMixin:
                 postgresql_where=text(f"status = {int(ItemStatus.PENDING)}"),
             ),
             Index(f"ix_{table}_event_key_id", "event_key", "id"),
-            Index(f"ix_{table}_created_at", "created_at"),
+            Index(f"ix_{table}_created_at", "created_at", postgresql_using="brin"),
         )
 
 

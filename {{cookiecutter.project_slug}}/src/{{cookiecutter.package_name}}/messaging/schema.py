@@ -48,4 +48,6 @@ def create_item_table(name: str, inbox: bool) -> None:
         f"ix_{name}_pending", name, ["bucket", "id"], postgresql_where=sa.text("status = 0")
     )
     op.create_index(f"ix_{name}_event_key_id", name, ["event_key", "id"])
-    op.create_index(f"ix_{name}_created_at", name, ["created_at"])
+    # Retention and time filters. BRIN: rows arrive in created_at order, so a block-range
+    # summary serves them at a fraction of a B-tree's cost per insert.
+    op.create_index(f"ix_{name}_created_at", name, ["created_at"], postgresql_using="brin")
