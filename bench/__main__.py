@@ -462,8 +462,9 @@ def metadata(
             "starts from scratch (a new group) and stores them. rows/s = stored rows / "
             "(last - first `created_at`, the transaction time of the first and last batch), "
             "so consumer start-up and group join are not counted; consumed msgs/s counts the "
-            "duplicates too. Ours: `<slug> consumer` (batches of 500, one INSERT ... ON "
-            "CONFLICT DO NOTHING per batch, then the offset commit). The peers are not run here: "
+            "duplicates too. Ours: `<slug> consumer` (batches of 500, one `unnest` INSERT ... "
+            "ON CONFLICT DO NOTHING per batch with its NOTIFY, then the batch's offset commit; "
+            "the next batch is fetched and prepared while one is written). The peers are not run here: "
             "faststream-outbox has no inbox; omni-box's inbox runner was not wired up in this "
             "harness yet."
         ),
@@ -472,8 +473,8 @@ def metadata(
             f"{sizes.cost_rounds} alternating rounds per repeat: `INSERT INTO bench_orders ... "
             "RETURNING id` alone vs. the same plus the system's create call for one ~1 KB item "
             "in the same transaction: ours `outbox.create(session, OrderOutboxItem, "
-            "event_key=str(order_id), event_name=..., payload=<bytes>)` (an INSERT and a "
-            "pg_notify), faststream-outbox `broker.publish(doc, queue=..., session=session)`, "
+            "event_key=str(order_id), event_name=..., payload=<bytes>)` (one statement: "
+            "the INSERT and the pg_notify), faststream-outbox `broker.publish(doc, queue=..., session=session)`, "
             "omni-box `repo.create(domain.create_outbox_event(...))`, the baseline a prepared "
             "INSERT and a NOTIFY. Added time per tx = tx/s without / tx/s with - 1."
         ),
