@@ -197,6 +197,7 @@ class Outbox:
                 "payloads": [i.payload for i in call.items],
                 "headers": headers,
                 "channel": box.channel,
+                "buckets_woken": _wake_payload(buckets),
             },
         )
         context = current_context()
@@ -206,6 +207,13 @@ class Outbox:
             (self._observer, box, [i.event_name for i in call.items])
         )
         return ids
+
+
+def _wake_payload(buckets: list[int]) -> str:
+    """The NOTIFY payload: the buckets that got items, so that only the worker lanes of
+    those buckets wake ('' wakes every lane: used when there are many)."""
+    distinct = sorted(set(buckets))
+    return ",".join(map(str, distinct)) if len(distinct) <= 64 else ""
 
 
 @functools.lru_cache(maxsize=256)
@@ -219,7 +227,7 @@ def _insert_statement(table: str) -> TextClause:
                         CAST(:buckets AS integer[]), CAST(:payloads AS bytea[]),
                         CAST(:headers AS text[])) AS r(u, e, k, b, p, h)
         )
-        SELECT pg_notify(:channel, '')
+        SELECT pg_notify(:channel, :buckets_woken)
         """
     )
 

@@ -57,7 +57,7 @@ class Ownership:
         boxes: list[Box],
         lanes: int,
         application_name: str,
-        on_wake: Callable[[str], None],
+        on_wake: Callable[[str, str], None],
     ) -> None:
         self._dsn = dsn
         self._app = application_name
@@ -78,8 +78,8 @@ class Ownership:
             await conn.add_listener(state.box.channel, self._notified)
             await self._join(conn, state)
 
-    def _notified(self, _conn: object, _pid: int, channel: str, _payload: object) -> None:
-        self._on_wake(channel)
+    def _notified(self, _conn: object, _pid: int, channel: str, payload: object) -> None:
+        self._on_wake(channel, payload if isinstance(payload, str) else "")
 
     async def _join(self, conn: asyncpg.Connection, state: BoxOwnership) -> None:
         ns = state.box.lock_namespace
@@ -135,7 +135,7 @@ class Ownership:
                         box.config.bucket_count,
                         members,
                     )
-                    self._on_wake(box.channel)
+                    self._on_wake(box.channel, "")
 
     def drop_all(self) -> None:
         """Forget every bucket at once (the lock connection is gone, so are the locks)."""

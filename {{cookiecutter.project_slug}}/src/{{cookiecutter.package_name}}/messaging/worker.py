@@ -96,9 +96,19 @@ class Worker:
         self.depth_interval = depth_interval
         self._ticks: dict[str, float] = {}
 
-    def _on_wake(self, channel: str) -> None:
-        for event in self._wake.get(channel, ()):
-            event.set()
+    def _on_wake(self, channel: str, payload: str = "") -> None:
+        """A NOTIFY arrived. Its payload names the buckets that got items (see create.py):
+        only the lanes of those buckets wake; an empty or unreadable payload wakes all."""
+        events = self._wake.get(channel, ())
+        lanes: set[int] | None = None
+        if payload:
+            try:
+                lanes = {int(b) % self.concurrency for b in payload.split(",")}
+            except ValueError:
+                lanes = None
+        for lane, event in enumerate(events):
+            if lanes is None or lane in lanes:
+                event.set()
 
     def stop(self) -> None:
         self._stopping.set()
