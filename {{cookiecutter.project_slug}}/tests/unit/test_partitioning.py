@@ -49,3 +49,26 @@ def test_hash_strategy_spreads_uuid_like_keys_evenly() -> None:
 def test_unknown_strategy_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown partition strategy 'modulo'"):
         bucket_for("1", "modulo", 4)
+
+
+def _digits_reference(key: str) -> int:
+    """The number strategy as specified: the ASCII digits of the key, else the hash."""
+    digits = "".join(ch for ch in key if "0" <= ch <= "9")
+    return int(digits) if digits else hash_strategy(key)
+
+
+def test_number_strategy_matches_its_definition_on_awkward_keys() -> None:
+    keys = [
+        "0",
+        "007",
+        "a1b2c3",
+        "order-\u0663\u0664-9",
+        "\u00b2\u00b3",
+        "x",
+        "",
+        "12 34",
+        "9" * 40,
+    ]
+    for key in keys:
+        assert number_strategy(key) == _digits_reference(key), key
+        assert bucket_for(key, "number", 16) == _digits_reference(key) % 16, key

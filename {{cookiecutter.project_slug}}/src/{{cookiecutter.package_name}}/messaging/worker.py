@@ -48,6 +48,17 @@ DB_ERRORS = (
 )
 
 
+def lanes_to_wake(payload: str, concurrency: int) -> set[int] | None:
+    """The lanes of the buckets a NOTIFY payload names ("3,7,12"); None means every lane
+    (no payload, or one this worker cannot read)."""
+    if not payload:
+        return None
+    try:
+        return {int(bucket) % concurrency for bucket in payload.split(",")}
+    except ValueError:
+        return None
+
+
 class Worker:
     def __init__(
         self,
@@ -100,12 +111,7 @@ class Worker:
         """A NOTIFY arrived. Its payload names the buckets that got items (see create.py):
         only the lanes of those buckets wake; an empty or unreadable payload wakes all."""
         events = self._wake.get(channel, ())
-        lanes: set[int] | None = None
-        if payload:
-            try:
-                lanes = {int(b) % self.concurrency for b in payload.split(",")}
-            except ValueError:
-                lanes = None
+        lanes = lanes_to_wake(payload, self.concurrency)
         for lane, event in enumerate(events):
             if lanes is None or lane in lanes:
                 event.set()

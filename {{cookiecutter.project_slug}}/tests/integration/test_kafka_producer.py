@@ -1,0 +1,70 @@
+"""The relay's batch path to Kafka: one future per batch, an outcome per message, in order."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from datetime import UTC, datetime
+
+from {{ cookiecutter.package_name }}.container import Container
+from {{ cookiecutter.package_name }}.messaging.builtin_transports import KafkaTransport
+from {{ cookiecutter.package_name }}.messaging.kafka import KafkaProducer
+from {{ cookiecutter.package_name }}.messaging.transport import ItemRecord, PermanentFailure
+
+from ..support import read_topic
+
+
+def _item(n: int, key: str, created_at: datetime) -> ItemRecord:
+    return ItemRecord(
+        id=n,
+        uuid=uuid.uuid4(),
+        box="test_box",
+        event_name="thing_happened",
+        event_key=key,
+        bucket=0,
+        headers={"hop": 0, "correlation-id": "corr-1", "tenant": "t-7"},
+        errors_count=0,
+        created_at=created_at,
+    )
+
+
+async def test_a_batch_resolves_once_with_an_outcome_per_message(
+    container: Container, topic: str
+) -> None:
+    # A producer of its own with a small message limit, so that two messages are refused.
+    producer = KafkaProducer({**container.settings().kafka_config(), "message.max.bytes": 20_000})
+    producer.start()
+    try:
+        transport = KafkaTransport(topic=topic)
+        await transport.setup(dataclasses.replace(container.resources(), producer=producer))
+        now = datetime.now(UTC)
+        items = [
+            (_item(n, f"k{n % 7}", now), (b"x" * 30_000 if n in (40, 41) else b"v%d" % n))
+            for n in range(300)
+        ]
+        outcomes = await transport.enqueue_many(items)
+        assert len(outcomes) == 300
+        refused = [n for n, o in enumerate(outcomes) if isinstance(o, PermanentFailure)]
+        assert refused == [40, 41]
+        assert sum(o is None for o in outcomes) == 298
+        assert await transport.enqueue_many([]) == []
+    finally:
+        await producer.close()
+
+    received = read_topic(container.settings().kafka_bootstrap_servers, topic, 298)
+    assert len(received) == 298
+    by_value = {r.value: r for r in received}
+    first = by_value[b"v0"]
+    assert first.key == "k0"
+    assert first.headers["message-id"] == str(items[0][0].uuid)
+    assert first.headers["event-name"] == "thing_happened"
+    assert first.headers["created-at"] == now.isoformat()
+    assert first.headers["correlation-id"] == "corr-1"
+    assert (first.headers["hop"], first.headers["tenant"]) == ("0", "t-7")
+    # Per key, the order of hand-over (each key stays in one partition).
+    for key in {f"k{n}" for n in range(7)}:
+        values = [
+            int(r.value[1:]) for r in sorted(received, key=lambda r: r.offset) if r.key == key
+        ]
+        assert values == sorted(values)
+        assert len(values) >= 40

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from {{ cookiecutter.package_name }}.messaging.create import _wake_payload
+from {{ cookiecutter.package_name }}.messaging.worker import lanes_to_wake
+
+
+def test_a_payload_wakes_only_the_lanes_of_its_buckets() -> None:
+    # Lane i works the buckets b with b % concurrency == i.
+    assert lanes_to_wake("3,7,12", 2) == {0, 1}
+    assert lanes_to_wake("3,7,11", 2) == {1}
+    assert lanes_to_wake("4", 4) == {0}
+    assert lanes_to_wake("5,9,13", 4) == {1}
+
+
+def test_an_empty_or_foreign_payload_wakes_every_lane() -> None:
+    assert lanes_to_wake("", 2) is None
+    assert lanes_to_wake("hello", 2) is None
+    assert lanes_to_wake("1,,2", 2) is None
+
+
+def test_create_names_each_bucket_once_and_gives_up_naming_beyond_64() -> None:
+    assert _wake_payload([7, 3, 7, 12, 3]) == "3,7,12"
+    assert lanes_to_wake(_wake_payload([7, 3, 7, 12, 3]), 2) == {0, 1}
+    assert _wake_payload(list(range(64))) == ",".join(str(b) for b in range(64))
+    assert _wake_payload(list(range(65))) == ""
