@@ -162,8 +162,8 @@ class BoxProcessor:
             if self.config.strict_order
             else ""
         )
-        # The relay's hot statements run on the asyncpg connection itself (see pgconn.py;
-        # prepared once per connection, rows as asyncpg records). $1 buckets, $2 per-bucket limit, $3 limit, $4 paused keys.
+        # The relay's hot statements run on the asyncpg connection itself (see pgconn.py):
+        # prepared once per connection, rows as asyncpg records, read by position.
         self._claim_sql = asyncpg_sql(
             f"""
             SELECT i.* FROM unnest(CAST(:buckets AS integer[])) WITH ORDINALITY AS b(bucket, ord)
@@ -289,9 +289,19 @@ class BoxProcessor:
         """An ItemRecord of a claimed row (columns by position, see the claim SQL)."""
         if self.box.kind == "inbox":
             return ItemRecord(
-                row[0], row[1], self.box.name, row[2], row[3], row[4], _headers(row[6]),
-                row[7], row[8], row[9], row[10], row[11],
-            )  # fmt: skip
+                row[0],
+                row[1],
+                self.box.name,
+                row[2],
+                row[3],
+                row[4],
+                _headers(row[6]),
+                row[7],
+                row[8],
+                source_topic=row[9],
+                source_partition=row[10],
+                source_offset=row[11],
+            )
         return ItemRecord(
             row[0], row[1], self.box.name, row[2], row[3], row[4], _headers(row[6]), row[7], row[8]
         )
