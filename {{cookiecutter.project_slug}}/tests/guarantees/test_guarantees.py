@@ -84,10 +84,10 @@ async def test_a_transport_slower_than_its_timeout(guarantees: Guarantees) -> No
     scenario = Scenario(
         "slow-transport",
         outbox={
-            "transport_timeout_seconds": 1.0,
-            "transports": [transport(ScriptedKafkaTransport, slow_every=20, slow_seconds=2.0)],
+            "transport_timeout_seconds": 0.5,
+            "transports": [transport(ScriptedKafkaTransport, slow_every=40, slow_seconds=1.5)],
         },
-        scripted_every=20,
+        scripted_every=40,
     )
     await guarantees.check(scenario, _retried_every_scripted_item)
 
