@@ -538,6 +538,8 @@ async def run_scenario(
             row.scripted = await count(
                 container, OutboxItem, OutboxItem.id % scenario.scripted_every == 0
             )
+        if row.retried:
+            notes.append(f"retried items' last errors: {await retry_reasons(container)}")
     finally:
         await shutdown(container)
     row.scenario = scenario.name
@@ -578,6 +580,20 @@ async def describe_pending(container: Container) -> str:
                 f"{row[2]}, waiting for backoff {row[3]}, an error: {str(row[4])[:160]}"
             )
     return "; ".join(parts)
+
+
+async def retry_reasons(container: Container) -> str:
+    """The commonest last errors of items delivered after a failed attempt."""
+    query = (
+        select(func.left(OutboxItem.last_error, 120), func.count())
+        .where(OutboxItem.errors_count > 0)
+        .group_by(1)
+        .order_by(func.count().desc())
+        .limit(2)
+    )
+    async with container.session_factory()() as session:
+        rows = (await session.execute(query)).all()
+    return "; ".join(f"{reason} x{n}" for reason, n in rows) or "none recorded"
 
 
 async def _delivered_at_least(container: Container, expected: int) -> bool:
