@@ -584,10 +584,11 @@ async def describe_pending(container: Container) -> str:
 
 async def retry_reasons(container: Container) -> str:
     """The commonest last errors of items delivered after a failed attempt."""
+    reason = func.left(OutboxItem.last_error, 120)
     query = (
-        select(func.left(OutboxItem.last_error, 120), func.count())
+        select(reason, func.count())
         .where(OutboxItem.errors_count > 0)
-        .group_by(1)
+        .group_by(reason)
         .order_by(func.count().desc())
         .limit(2)
     )
