@@ -490,6 +490,8 @@ def write_docs(
 
     peers = [s for s in systems if s not in ("ours", "baseline")]
     meta["targets"] = report.target_rows(results, peers, lambda ok: "yes" if ok else "**no**")
+    notes = ROOT / "bench" / "notes.md"
+    meta["notes"] = notes.read_text() if notes.exists() else ""
     (out / "img").mkdir(parents=True, exist_ok=True)
     plots.throughput_bars(results["drain"], systems, out / "img" / "bench-throughput.png")
     plots.latency_cdf(results["steady"], systems, out / "img" / "bench-latency-cdf.png")
