@@ -297,9 +297,7 @@ def target_rows(
     rows.append(["inbox >= 20,000 msgs/s with dedupe", _fmt(inbox), check(inbox >= 20000)])
     costs = results["create_cost"]
     if costs:
-        overhead = statistics.median(
-            c["overhead_pct"] for c in costs if c["system"] == OURS
-        )
+        overhead = statistics.median(c["overhead_pct"] for c in costs if c["system"] == OURS)
         rows.append(
             ["create() adds <= 10% to a one-row tx", f"{overhead:.1f}%", check(overhead <= 10)]
         )
