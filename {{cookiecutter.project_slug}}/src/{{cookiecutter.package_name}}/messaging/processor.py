@@ -164,6 +164,11 @@ class BoxProcessor:
         )
         # The relay's hot statements run on the asyncpg connection itself (see pgconn.py):
         # prepared once per connection, rows as asyncpg records, read by position.
+        # The bucket is matched as a range and ordered by: only the partial index of pending
+        # rows, (bucket, id), gives that order. With `bucket = b.bucket ORDER BY id`, the
+        # primary key gives it too, and statistics taken while most rows were pending (a
+        # backlog after an outage) make the planner walk the primary key through every
+        # delivered row on each claim: a drain that slows down as it goes.
         self._claim_sql = asyncpg_sql(
             f"""
             SELECT i.* FROM unnest(CAST(:buckets AS integer[])) WITH ORDINALITY AS b(bucket, ord)
@@ -172,9 +177,10 @@ class BoxProcessor:
                        t.errors_count, t.created_at{inbox_columns},
                        (t.next_attempt_at IS NOT NULL AND t.next_attempt_at > now()) AS waiting
                 FROM {table} t
-                WHERE t.bucket = b.bucket AND t.status = {int(ItemStatus.PENDING)} {due} {strict}
+                WHERE t.bucket >= b.bucket AND t.bucket <= b.bucket
+                  AND t.status = {int(ItemStatus.PENDING)} {due} {strict}
                   AND t.event_key <> ALL(CAST(:paused_keys AS text[]))
-                ORDER BY t.id
+                ORDER BY t.bucket, t.id
                 LIMIT :per_bucket
             ) AS i
             LIMIT :limit
