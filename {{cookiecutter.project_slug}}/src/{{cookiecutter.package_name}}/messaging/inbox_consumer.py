@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 # Names the message id when a producer sent none: uuid5(NAMESPACE, "topic/partition/offset").
 INBOX_NAMESPACE = uuid.UUID("6f1c8a9e-2b8d-4c63-9b6e-3f2f5d0c7a11")
 REJECTED_HEADER = "rejected"
+# An insert that takes longer is abandoned (its connection dropped) and the batch retried.
+STATEMENT_TIMEOUT = 60.0
 
 
 def _decode(value: bytes | str | None) -> str:
@@ -289,7 +291,9 @@ class InboxConsumer:
             columns[7].append(row["source_partition"])
             columns[8].append(row["source_offset"])
         async with self._connections.acquire() as conn:
-            inserted: int = await conn.fetchval(self._insert_sql, *columns, self.box.channel)
+            inserted: int = await conn.fetchval(
+                self._insert_sql, *columns, self.box.channel, timeout=STATEMENT_TIMEOUT
+            )
         return inserted
 
     async def _insert_one_by_one(self, rows: list[dict[str, Any]]) -> int:

@@ -69,7 +69,11 @@ class DriverConnections:
             await _discard(held)
         if conn is None:
             conn = await self.engine.connect()
-            driver = (await conn.get_raw_connection()).driver_connection
+            try:
+                driver = (await conn.get_raw_connection()).driver_connection
+            except BaseException:
+                await _discard(conn)
+                raise
         try:
             yield driver
         except BaseException:

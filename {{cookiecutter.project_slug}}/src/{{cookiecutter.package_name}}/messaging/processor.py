@@ -52,6 +52,9 @@ from .transport import (
 log = logging.getLogger(__name__)
 
 MAX_ERROR_LENGTH = 2000
+# A claim or record statement that takes longer is abandoned (its connection dropped) and
+# retried: a connection whose server vanished without closing it must not hang a lane.
+STATEMENT_TIMEOUT = 60.0
 
 
 class Result(enum.Enum):
@@ -274,7 +277,12 @@ class BoxProcessor:
         buckets = [*buckets[self._rotation :], *buckets[: self._rotation]]
         async with self._connections.acquire() as conn:
             rows = await conn.fetch(
-                self._claim_sql, list(buckets), per_bucket, limit, list(paused_keys)
+                self._claim_sql,
+                list(buckets),
+                per_bucket,
+                limit,
+                list(paused_keys),
+                timeout=STATEMENT_TIMEOUT,
             )
         claimed: list[tuple[ItemRecord, bytes]] = []
         blocked: set[str] = set()
@@ -329,7 +337,9 @@ class BoxProcessor:
         """Deliver these items now (synchronous flush), each only if it is the head of its key:
         an item with an older pending item of its key is left to the worker, in order."""
         async with self._connections.acquire() as conn:
-            rows = await conn.fetch(self._claim_ids_sql, list(message_ids))
+            rows = await conn.fetch(
+                self._claim_ids_sql, list(message_ids), timeout=STATEMENT_TIMEOUT
+            )
         claimed = [(self._record(row), row[5]) for row in rows]
         slots = await self._process(claimed, BatchReport())
         return {slot.item.uuid: slot for slot in slots}
@@ -703,11 +713,11 @@ class BoxProcessor:
             )
         async with self._connections.acquire() as conn:
             if len(statements) == 1:  # one statement commits alone: no BEGIN/COMMIT trips
-                await conn.execute(statements[0][0], *statements[0][1])
+                await conn.execute(statements[0][0], *statements[0][1], timeout=STATEMENT_TIMEOUT)
                 return
             async with conn.transaction():
                 for sql, args in statements:
-                    await conn.execute(sql, *args)
+                    await conn.execute(sql, *args, timeout=STATEMENT_TIMEOUT)
 
     async def close(self) -> None:
         """Return the kept connections to the pool."""

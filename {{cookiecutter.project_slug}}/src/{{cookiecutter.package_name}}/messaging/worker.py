@@ -214,7 +214,21 @@ class Worker:
                 errors = 0
             except DB_ERRORS as exc:
                 errors += 1
-                log.error("box %s lane %d: database error (%s); retrying", box.name, lane, exc)
+                log.error(
+                    "box %s lane %d: database error (%s: %s); retrying",
+                    box.name,
+                    lane,
+                    type(exc).__name__,
+                    exc,
+                )
+                await self._sleep(min(0.2 * 2**errors, 5.0))
+                continue
+            except Exception:
+                # Whatever else a batch raised (a connection left in a bad state by a
+                # database restart, a bug): a lane must never end while the worker holds its
+                # buckets, or their items would wait for a restart. Its items stay pending.
+                errors += 1
+                log.exception("box %s lane %d: unexpected error; retrying", box.name, lane)
                 await self._sleep(min(0.2 * 2**errors, 5.0))
                 continue
             if report is not None and report.unavailable:
