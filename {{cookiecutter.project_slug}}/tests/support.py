@@ -282,8 +282,11 @@ def spawn(command: list[str], env: dict[str, str]) -> Any:
 KafkaMessage = tuple[str | None, bytes | None, Sequence[tuple[str, bytes]]]
 
 
-def produce(bootstrap: str, topic: str, messages: Sequence[KafkaMessage]) -> None:
-    """Produce (key, value, headers) messages and wait until every one is acknowledged."""
+def produce(
+    bootstrap: str, topic: str, messages: Sequence[KafkaMessage], flush_seconds: float = 60.0
+) -> None:
+    """Produce (key, value, headers) messages and wait up to `flush_seconds` until every one
+    is acknowledged."""
     from confluent_kafka import Producer
 
     producer = Producer(
@@ -304,7 +307,7 @@ def produce(bootstrap: str, topic: str, messages: Sequence[KafkaMessage]) -> Non
                 break
             except BufferError:
                 producer.poll(0.1)
-    remaining = producer.flush(60)
+    remaining = producer.flush(flush_seconds)
     assert remaining == 0, f"{remaining} messages not delivered"
     assert not failures, failures[:3]
 

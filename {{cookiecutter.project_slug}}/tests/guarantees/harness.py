@@ -23,7 +23,6 @@ from typing import Any
 
 import httpx
 import yaml
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from sqlalchemy import func, select, text
@@ -41,6 +40,7 @@ from ..support import (
     OutboxItem,
     boxes_yaml,
     order_violations,
+    produce,
     read_topic,
     transport,
 )
@@ -322,25 +322,7 @@ def inbox_messages(
 
 def produce_chunk(bootstrap: str, topic: str, chunk: list[Any]) -> None:
     """Produce and wait for every acknowledgement (long enough to outlast a broker outage)."""
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
-    )
-    failures: list[str] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            failures.append(str(err))
-
-    for key, value, headers in chunk:
-        while True:
-            try:
-                producer.produce(topic, value, key, headers=headers, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.1)
-    remaining = producer.flush(240)
-    assert remaining == 0, f"{remaining} inbox messages not acknowledged by Kafka"
-    assert not failures, failures[:3]
+    produce(bootstrap, topic, chunk, flush_seconds=240)
 
 
 async def produce_inbox(bootstrap: str, topic: str, messages: list[Any], seconds: float) -> None:

@@ -248,10 +248,9 @@ class InboxConsumer:
                 asyncio.to_thread(consumer.consume, size, self.poll_timeout)
             )
 
-        fetching: asyncio.Future[list[Message]] | None = fetch()
+        fetching = fetch()
         try:
             while not self._stopping.is_set():
-                assert fetching is not None
                 messages = await fetching
                 # The next batch is fetched while this one is stored and acknowledged.
                 fetching = fetch()
@@ -265,9 +264,8 @@ class InboxConsumer:
                     next_lag = loop.time() + self.lag_interval
                     await asyncio.to_thread(self._report_lag, consumer)
         finally:
-            if fetching is not None:
-                # Fetched, never stored nor acknowledged: the group's next owner reads it.
-                await asyncio.gather(fetching, return_exceptions=True)
+            # Fetched, never stored nor acknowledged: the group's next owner reads it.
+            await asyncio.gather(fetching, return_exceptions=True)
             try:
                 await self.flush()
             finally:
