@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from {{ cookiecutter.package_name }}.container import Container
 from {{ cookiecutter.package_name }}.messaging.pgconn import (
@@ -92,3 +94,42 @@ async def test_refused_data_and_unavailable_databases_are_told_apart(
     ]
     assert is_unavailable(ConnectionResetError()) is True
     assert is_unavailable(ValueError("a bug")) is False
+
+
+@pytest.mark.parametrize("keep", [True, False])
+async def test_session_settings_hold_while_handed_out_and_are_reset_on_return(
+    container: Container, keep: bool
+) -> None:
+    engine = create_async_engine(container.settings().database_url, pool_size=1, max_overflow=0)
+    connections = DriverConnections(
+        engine, keep=keep, settings={"enable_seqscan": "off", "work_mem": "7MB"}
+    )
+
+    async def session_values(raw: Any) -> tuple[str, str]:
+        return await raw.fetchval("SHOW enable_seqscan"), await raw.fetchval("SHOW work_mem")
+
+    try:
+        async with engine.connect() as first:
+            raw = (await first.get_raw_connection()).driver_connection
+            assert raw is not None
+            pid = await raw.fetchval("SELECT pg_backend_pid()")
+            server_defaults = await session_values(raw)
+        assert server_defaults != ("off", "7MB")
+        async with connections.acquire() as conn:
+            assert await conn.fetchval("SELECT pg_backend_pid()") == pid
+            assert await conn.fetchval("SHOW enable_seqscan") == "off"
+            assert await conn.fetchval("SHOW work_mem") == "7MB"
+        await connections.close()
+        # The same server session (a pool of one), back in the pool: as it was handed out.
+        async with engine.connect() as other:
+            raw = (await other.get_raw_connection()).driver_connection
+            assert raw is not None
+            assert await raw.fetchval("SELECT pg_backend_pid()") == pid
+            assert await session_values(raw) == server_defaults
+    finally:
+        await engine.dispose()
+
+
+def test_a_setting_name_that_is_not_one_is_refused(container: Container) -> None:
+    with pytest.raises(ValueError, match="not a setting name"):
+        DriverConnections(container.engine(), settings={"work_mem; DROP TABLE x": "1"})

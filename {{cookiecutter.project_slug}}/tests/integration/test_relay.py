@@ -13,6 +13,7 @@ from sqlalchemy import func, select, text, update
 from {{ cookiecutter.package_name }}.container import Container
 from {{ cookiecutter.package_name }}.messaging.chain import handling
 from {{ cookiecutter.package_name }}.messaging.middleware import BatchNext, ItemNext, Middlewares
+from {{ cookiecutter.package_name }}.messaging.processor import BoxProcessor
 from {{ cookiecutter.package_name }}.messaging.registry import Box
 from {{ cookiecutter.package_name }}.messaging.retention import purge
 from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
@@ -346,3 +347,57 @@ async def test_retention_deletes_old_finished_items_and_never_pending_ones(
     rows = await statuses(container)
     assert sorted(rows) == list(range(16, 41))
     assert timedelta(hours=1) == box.config.retention.delivered
+
+
+async def test_claims_stay_on_the_index_after_a_plan_made_on_an_empty_table(
+    container: Container,
+) -> None:
+    """A prepared claim runs on a generic plan cached per connection. Made while the table
+    was empty and analyzed (a fresh deployment), that plan is a sequential scan, and it would
+    stay one, reading every row on each claim, until the next ANALYZE. The relay's sessions
+    rule sequential scans out."""
+    box = make_registry().get(OUTBOX_BOX)
+    table = box.table_name
+    processor = BoxProcessor(
+        box,
+        container.engine(),
+        container.session_factory(),
+        Middlewares(),
+        keep_connections=True,
+    )
+    async with container.engine().connect() as conn:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.execute(text(f"VACUUM ANALYZE {table}"))
+    buckets = list(range(box.config.bucket_count))
+    try:
+        for _ in range(8):  # past the 5 custom plans: the generic plan is cached now
+            assert await processor.claim(buckets) == []
+        async with container.engine().begin() as conn:
+            await conn.execute(
+                text(
+                    f"INSERT INTO {table} (uuid, event_name, event_key, bucket, status, payload) "
+                    "SELECT gen_random_uuid(), 'e', (g % 100)::text, g % :buckets, "
+                    f"{int(ItemStatus.DELIVERED)}, '\\x00' FROM generate_series(1, 3000) g"
+                ),
+                {"buckets": len(buckets)},
+            )
+        await create(container, [("k", "order_updated", {"n": 1})])
+        claimed = [item.event_key for item, _ in await processor.claim(buckets)]
+        # The plan the claim runs on, from its own connection's cache.
+        async with processor._connections.acquire() as conn:
+            name, generic = await conn.fetchrow(
+                "SELECT name, generic_plans FROM pg_prepared_statements "
+                "WHERE statement LIKE '%CROSS JOIN LATERAL%' "
+                "AND statement NOT LIKE '%pg_prepared_statements%'"
+            )
+            arrays = ("{" + ",".join(map(str, buckets)) + "}", "{}")
+            plan = await conn.fetchval(
+                f"EXPLAIN (FORMAT JSON) EXECUTE {name}('{arrays[0]}', 64, 500, '{arrays[1]}')"
+            )
+    finally:
+        await processor.close()
+    plan_text = json.dumps(plan)
+    assert claimed == ["k"]
+    assert generic >= 4  # the cached generic plan, not one made for these rows
+    assert "Seq Scan" not in plan_text
+    assert f"ix_{table}_pending" in plan_text

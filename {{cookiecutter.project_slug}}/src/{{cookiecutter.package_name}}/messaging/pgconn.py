@@ -6,13 +6,19 @@ check-out) cost more than the statements themselves. `DriverConnections` hands o
 asyncpg connection under a pooled SQLAlchemy connection and, when `keep` is set, keeps it
 checked out between uses: a kept connection that the server closed is noticed before use
 and replaced, and a connection whose statement failed is never reused.
+
+`settings` are session settings for the connections handed out (set when one is taken from
+the pool, reset when it goes back). The relay uses them to keep its claim off sequential
+scans: a statement prepared once per connection runs on a cached generic plan, and a plan
+made while the table looked empty (just created, or vacuumed when empty) scans the whole
+table on every claim until the next ANALYZE, which under a steady load can be minutes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
@@ -50,9 +56,19 @@ def asyncpg_sql(sql: str, *names: str) -> str:
 
 
 class DriverConnections:
-    def __init__(self, engine: AsyncEngine, keep: bool = False) -> None:
+    def __init__(
+        self, engine: AsyncEngine, keep: bool = False, settings: Mapping[str, str] | None = None
+    ) -> None:
         self.engine = engine
         self.keep = keep
+        names = list(settings or {})
+        if any(not re.fullmatch(r"[a-z_][a-z0-9_.]*", name) for name in names):
+            raise ValueError(f"not a setting name: {names!r}")
+        self._set_sql = [
+            ("SELECT set_config($1, $2, false)", name, value)
+            for name, value in (settings or {}).items()
+        ]
+        self._reset_sql = "; ".join(f"RESET {name}" for name in names)
         self._idle: list[tuple[AsyncConnection, Any]] = []
         self._closed = False
 
@@ -71,6 +87,8 @@ class DriverConnections:
             conn = await self.engine.connect()
             try:
                 driver = (await conn.get_raw_connection()).driver_connection
+                for sql, name, value in self._set_sql:
+                    await driver.fetchval(sql, name, value)
             except BaseException:
                 await _discard(conn)
                 raise
@@ -82,14 +100,24 @@ class DriverConnections:
         if self.keep and not self._closed:
             self._idle.append((conn, driver))
         else:
-            await conn.close()
+            await self._release(conn, driver)
 
     async def close(self) -> None:
         """Return the kept connections to the pool."""
         self._closed = True
         while self._idle:
-            conn, _driver = self._idle.pop()
-            await conn.close()
+            conn, driver = self._idle.pop()
+            await self._release(conn, driver)
+
+    async def _release(self, conn: AsyncConnection, driver: Any) -> None:
+        """Back to the pool, with the session as the pool handed it out."""
+        if self._reset_sql:
+            try:
+                await driver.execute(self._reset_sql)
+            except Exception:
+                await _discard(conn)
+                return
+        await conn.close()
 
 
 async def _discard(conn: AsyncConnection) -> None:

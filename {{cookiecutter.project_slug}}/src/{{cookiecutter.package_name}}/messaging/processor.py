@@ -55,6 +55,10 @@ MAX_ERROR_LENGTH = 2000
 # A claim or record statement that takes longer is abandoned (its connection dropped) and
 # retried: a connection whose server vanished without closing it must not hang a lane.
 STATEMENT_TIMEOUT = 60.0
+# Every statement of the relay reads through an index (the pending index, the primary key,
+# the uuid or (event_key, id) index); a generic plan made while the table looked empty would
+# read the whole table instead, on every claim, until the next ANALYZE (see pgconn.py).
+RELAY_SESSION_SETTINGS = {"enable_seqscan": "off"}
 
 
 class Result(enum.Enum):
@@ -141,7 +145,9 @@ class BoxProcessor:
     ) -> None:
         self.box = box
         # A worker's processor keeps its connections between batches.
-        self._connections = DriverConnections(engine, keep=keep_connections)
+        self._connections = DriverConnections(
+            engine, keep=keep_connections, settings=RELAY_SESSION_SETTINGS
+        )
         self.engine = engine
         self.session_factory = session_factory
         self.middlewares = middlewares
