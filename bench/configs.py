@@ -22,7 +22,8 @@ def config_lines(sizes: Any, peers: list[str]) -> list[str]:
         "- **baseline**: no framework (bench/drivers/baseline.py): asyncpg + confluent-kafka, "
         "a table with only the primary key, the unique uuid and the partial pending index by "
         "(bucket, id); claim up to 500 pending rows of the process's buckets (16 buckets, "
-        "process i of n owns b % n == i, one index range scan per bucket, prepared), produce "
+        "process i of n owns b % n == i, one index range scan per bucket, prepared; its "
+        "session runs with `enable_seqscan = off` like ours, see the notes), produce "
         "all, wait for every delivery report, one `UPDATE ... SET status = 2 WHERE id = "
         "ANY(...)`, loop; LISTEN/NOTIFY when idle. Rows are kept. Inbox: batches of 500, one "
         "`unnest` INSERT ... ON CONFLICT (uuid) DO NOTHING, then a synchronous offset commit.",
