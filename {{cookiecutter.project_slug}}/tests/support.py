@@ -215,6 +215,7 @@ async def running_worker(
     boxes: list[str] | None = None,
     concurrency: int = 1,
     middlewares: Middlewares | None = None,
+    rebalance_interval: float = 0.2,
 ) -> AsyncIterator[Worker]:
     worker = Worker(
         registry,
@@ -223,7 +224,7 @@ async def running_worker(
         box_names=boxes,
         concurrency=concurrency,
         middlewares=middlewares,
-        rebalance_interval=0.2,
+        rebalance_interval=rebalance_interval,
         shutdown_timeout=10.0,
     )
     task = asyncio.create_task(worker.run())

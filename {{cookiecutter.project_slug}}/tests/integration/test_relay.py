@@ -305,6 +305,26 @@ async def test_two_workers_share_the_buckets_and_take_over_when_one_leaves(
         await wait_for(lambda: _owns(first, buckets), within=10)
 
 
+async def test_joining_and_leaving_hand_buckets_over_at_once_not_at_the_next_tick(
+    container: Container,
+) -> None:
+    """With a rebalance tick of a minute, only the NOTIFY of a joining or leaving worker can
+    move buckets within seconds."""
+    registry = make_registry(outbox=recording())
+    buckets = registry.get(OUTBOX_BOX).config.bucket_count
+    async with running_worker(container, registry, rebalance_interval=60) as first:
+        await wait_for(lambda: _owns(first, buckets), within=5)
+        async with running_worker(container, registry, rebalance_interval=60) as second:
+
+            async def split() -> bool:
+                a = first.ownership.boxes[OUTBOX_BOX].owned
+                b = second.ownership.boxes[OUTBOX_BOX].owned
+                return not (a & b) and len(a) == len(b) == buckets // 2
+
+            await wait_for(split, within=5)  # not 60 s: the newcomer's NOTIFY
+        await wait_for(lambda: _owns(first, buckets), within=5)  # the leaver's NOTIFY
+
+
 async def _owns(worker: object, buckets: int) -> bool:
     return len(worker.ownership.boxes[OUTBOX_BOX].owned) == buckets  # type: ignore[attr-defined]
 

@@ -6,11 +6,18 @@ owns. A worker that dies, even by SIGKILL, loses its connection and with it ever
 the survivors see fewer members at their next rebalance (every second) and take its buckets.
 A bucket changes hands only between batches: the owner finishes (or abandons) its current
 batch before it unlocks.
+
+Membership changes are also announced on `REBALANCE_CHANNEL`: a worker that joins, gives
+buckets back or leaves cleanly sends a NOTIFY there, and every worker rebalances at once
+instead of at its next tick. Scaling out or a rolling restart hands buckets over in
+milliseconds, not in one or two rebalance intervals; a SIGKILLed worker still waits for the
+tick (it cannot say goodbye).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import random
@@ -24,6 +31,8 @@ from .registry import Box
 log = logging.getLogger(__name__)
 
 MEMBER_BASE = 1_000_000
+REBALANCE_CHANNEL = "outbox_workers_rebalance"
+NOTIFY_REBALANCE = f"SELECT pg_notify('{REBALANCE_CHANNEL}', '')"
 MAX_MEMBERS = 4096
 
 LOCKS_SQL = """
@@ -58,10 +67,12 @@ class Ownership:
         lanes: int,
         application_name: str,
         on_wake: Callable[[str, str], None],
+        on_members_changed: Callable[[], None] = lambda: None,
     ) -> None:
         self._dsn = dsn
         self._app = application_name
         self._on_wake = on_wake
+        self._on_members_changed = on_members_changed
         self.boxes = {box.name: BoxOwnership(box, lanes) for box in boxes}
         self._conn: asyncpg.Connection | None = None
 
@@ -77,6 +88,11 @@ class Ownership:
             state.member_slot = None
             await conn.add_listener(state.box.channel, self._notified)
             await self._join(conn, state)
+        await conn.add_listener(REBALANCE_CHANNEL, self._members_changed)
+        await conn.execute(NOTIFY_REBALANCE)  # the others give this worker its share now
+
+    def _members_changed(self, _conn: object, _pid: int, _channel: str, _payload: object) -> None:
+        self._on_members_changed()
 
     def _notified(self, _conn: object, _pid: int, channel: str, payload: object) -> None:
         self._on_wake(channel, payload if isinstance(payload, str) else "")
@@ -111,6 +127,7 @@ class Ownership:
                     async with state.lane_locks[bucket % state.lanes]:
                         state.owned.discard(bucket)
                         await conn.execute("SELECT pg_advisory_unlock($1, $2)", ns, bucket)
+                await conn.execute(NOTIFY_REBALANCE)  # free now: whoever wants them, take them
                 log.info("box %s: released %d buckets (%d workers)", box.name, len(extra), members)
             elif len(state.owned) < target:
                 free = [
@@ -147,6 +164,13 @@ class Ownership:
         conn, self._conn = self._conn, None
         self.drop_all()
         if conn is not None and not conn.is_closed():
+            # Leaving: free the buckets first, then tell the others to take them.
+            with contextlib.suppress(
+                OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError
+            ):
+                await asyncio.wait_for(
+                    conn.execute(f"SELECT pg_advisory_unlock_all(); {NOTIFY_REBALANCE}"), 5
+                )
             try:
                 await asyncio.wait_for(conn.close(), 5)
             except (OSError, asyncpg.PostgresError, TimeoutError):

@@ -90,7 +90,11 @@ class Worker:
             box.channel: [asyncio.Event() for _ in range(concurrency)] for box in self.boxes
         }
         name = f"{application_name}:{socket.gethostname()}:{os.getpid()}"[:63]
-        self.ownership = Ownership(dsn, self.boxes, concurrency, name, self._on_wake)
+        # Set when another worker joins, leaves or gives buckets back: rebalance now.
+        self._rebalance_now = asyncio.Event()
+        self.ownership = Ownership(
+            dsn, self.boxes, concurrency, name, self._on_wake, self._rebalance_now.set
+        )
         self.processors = {
             box.name: BoxProcessor(
                 box,
@@ -174,6 +178,7 @@ class Worker:
                     self.ownership.drop_all()
                     await self.ownership.connect()
                     log.info("worker joined: lock connection up")
+                self._rebalance_now.clear()
                 await self.ownership.rebalance()
                 self.ready.set()
                 failures = 0
@@ -187,7 +192,7 @@ class Worker:
             delay = (
                 self.rebalance_interval if not failures else min(2 ** min(failures, 5) * 0.25, 5.0)
             )
-            await self._sleep(delay)
+            await self._sleep(delay, None if failures else self._rebalance_now)
 
     async def _lane(self, state: BoxOwnership, lane: int) -> None:
         box = state.box
