@@ -30,8 +30,9 @@ DEFAULT_PRODUCER_CONFIG: dict[str, Any] = {
     "batch.num.messages": 10_000,
     "queue.buffering.max.messages": 200_000,
     # A delivery that cannot complete in this time is reported as an outage, and the item
-    # stays pending for the next attempt (no retry consumed).
-    "message.timeout.ms": 30_000,
+    # stays pending for the next attempt (no retry consumed). Below the boxes' default
+    # `transport_timeout_seconds` (30 s), which counts as a failed attempt when it runs out.
+    "message.timeout.ms": 25_000,
     "socket.keepalive.enable": True,
 }
 

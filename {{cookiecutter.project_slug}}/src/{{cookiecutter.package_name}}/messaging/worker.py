@@ -20,6 +20,7 @@ import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from .builtin_transports import KafkaTransport
 from .middleware import Middlewares
 from .ownership import BoxOwnership, Ownership
 from .pauses import PauseReader
@@ -46,6 +47,30 @@ DB_ERRORS = (
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
 )
+
+
+def kafka_timeout_warnings(boxes: Iterable[Box], producer_config: dict[str, object]) -> list[str]:
+    """Boxes with a Kafka transport whose `transport_timeout_seconds` runs out before the
+    producer's `message.timeout.ms`: a Kafka outage would cost them a retry (the relay's own
+    timeout counts as a failed attempt; the producer's delivery timeout does not)."""
+    try:
+        producer_ms = float(str(producer_config.get("message.timeout.ms", 300_000)))
+    except ValueError:
+        return []
+    warnings = []
+    for box in boxes:
+        if box.kind != "outbox" or not any(
+            isinstance(b.transport, KafkaTransport) for b in box.transports
+        ):
+            continue
+        if box.config.transport_timeout_seconds * 1000 <= producer_ms:
+            warnings.append(
+                f"box {box.name}: transport_timeout_seconds "
+                f"{box.config.transport_timeout_seconds:g} is not longer than the Kafka "
+                f"producer's message.timeout.ms {producer_ms:g}: a Kafka outage will count "
+                "as failed attempts; make it longer (see docs/guarantees.md)"
+            )
+    return warnings
 
 
 def lanes_to_wake(payload: str, concurrency: int) -> set[int] | None:
@@ -127,6 +152,8 @@ class Worker:
         transports = {id(t): t for box in self.boxes for t in (b.transport for b in box.transports)}
         for transport in transports.values():
             await transport.setup(self.resources)
+        for warning in kafka_timeout_warnings(self.boxes, self.resources.producer.config):
+            log.warning("%s", warning)
         lanes = [
             asyncio.create_task(self._lane(state, lane), name=f"lane:{state.box.name}:{lane}")
             for state in self.ownership.boxes.values()

@@ -1,0 +1,23 @@
+"""The worker's start-up checks."""
+
+from __future__ import annotations
+
+from {{ cookiecutter.package_name }}.messaging.kafka import DEFAULT_PRODUCER_CONFIG
+from {{ cookiecutter.package_name }}.messaging.worker import kafka_timeout_warnings
+
+from ..support import INBOX_BOX, OUTBOX_BOX, make_registry
+
+
+def test_a_box_whose_transport_timeout_is_not_above_the_producer_timeout_is_warned_about() -> None:
+    defaults = make_registry().get(OUTBOX_BOX)
+    assert kafka_timeout_warnings([defaults], DEFAULT_PRODUCER_CONFIG) == []
+    short = make_registry(outbox={"transport_timeout_seconds": 25}).get(OUTBOX_BOX)
+    warnings = kafka_timeout_warnings([short], DEFAULT_PRODUCER_CONFIG)
+    assert len(warnings) == 1
+    assert OUTBOX_BOX in warnings[0]
+    assert "message.timeout.ms 25000" in warnings[0]
+    # The producer's timeout raised through the environment is compared too.
+    raised = {**DEFAULT_PRODUCER_CONFIG, "message.timeout.ms": "45000"}
+    assert len(kafka_timeout_warnings([defaults], raised)) == 1
+    # Inbox boxes do not produce to Kafka.
+    assert kafka_timeout_warnings([make_registry().get(INBOX_BOX)], raised) == []
