@@ -18,6 +18,7 @@ from {{ cookiecutter.package_name }}.messaging.registry import Box
 from {{ cookiecutter.package_name }}.messaging.retention import purge
 from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
 from {{ cookiecutter.package_name }}.messaging.transport import ItemRecord
+from {{ cookiecutter.package_name }}.messaging.worker import Worker
 
 from ..support import (
     CALLS,
@@ -295,13 +296,7 @@ async def test_two_workers_share_the_buckets_and_take_over_when_one_leaves(
     buckets = registry.get(OUTBOX_BOX).config.bucket_count
     async with running_worker(container, registry) as first:
         async with running_worker(container, registry) as second:
-
-            async def split() -> bool:
-                a = first.ownership.boxes[OUTBOX_BOX].owned
-                b = second.ownership.boxes[OUTBOX_BOX].owned
-                return not (a & b) and len(a | b) == buckets and abs(len(a) - len(b)) <= 1
-
-            await wait_for(split, within=10)
+            await wait_for(lambda: _split_evenly(first, second, buckets), within=10)
         await wait_for(lambda: _owns(first, buckets), within=10)
 
 
@@ -315,14 +310,15 @@ async def test_joining_and_leaving_hand_buckets_over_at_once_not_at_the_next_tic
     async with running_worker(container, registry, rebalance_interval=60) as first:
         await wait_for(lambda: _owns(first, buckets), within=5)
         async with running_worker(container, registry, rebalance_interval=60) as second:
-
-            async def split() -> bool:
-                a = first.ownership.boxes[OUTBOX_BOX].owned
-                b = second.ownership.boxes[OUTBOX_BOX].owned
-                return not (a & b) and len(a) == len(b) == buckets // 2
-
-            await wait_for(split, within=5)  # not 60 s: the newcomer's NOTIFY
+            # Within 5 s, not 60: the newcomer's NOTIFY.
+            await wait_for(lambda: _split_evenly(first, second, buckets), within=5)
         await wait_for(lambda: _owns(first, buckets), within=5)  # the leaver's NOTIFY
+
+
+async def _split_evenly(first: Worker, second: Worker, buckets: int) -> bool:
+    a = first.ownership.boxes[OUTBOX_BOX].owned
+    b = second.ownership.boxes[OUTBOX_BOX].owned
+    return not (a & b) and len(a | b) == buckets and abs(len(a) - len(b)) <= 1
 
 
 async def _owns(worker: object, buckets: int) -> bool:

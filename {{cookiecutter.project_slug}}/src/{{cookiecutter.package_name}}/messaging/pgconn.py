@@ -61,14 +61,10 @@ class DriverConnections:
     ) -> None:
         self.engine = engine
         self.keep = keep
-        names = list(settings or {})
-        if any(not re.fullmatch(r"[a-z_][a-z0-9_.]*", name) for name in names):
-            raise ValueError(f"not a setting name: {names!r}")
-        self._set_sql = [
-            ("SELECT set_config($1, $2, false)", name, value)
-            for name, value in (settings or {}).items()
-        ]
-        self._reset_sql = "; ".join(f"RESET {name}" for name in names)
+        self._settings = dict(settings or {})
+        if any(not re.fullmatch(r"[a-z_][a-z0-9_.]*", name) for name in self._settings):
+            raise ValueError(f"not a setting name: {list(self._settings)!r}")
+        self._reset_sql = "; ".join(f"RESET {name}" for name in self._settings)
         self._idle: list[tuple[AsyncConnection, Any]] = []
         self._closed = False
 
@@ -87,8 +83,8 @@ class DriverConnections:
             conn = await self.engine.connect()
             try:
                 driver = (await conn.get_raw_connection()).driver_connection
-                for sql, name, value in self._set_sql:
-                    await driver.fetchval(sql, name, value)
+                for name, value in self._settings.items():
+                    await driver.fetchval("SELECT set_config($1, $2, false)", name, value)
             except BaseException:
                 await _discard(conn)
                 raise
