@@ -399,12 +399,14 @@ async def test_claims_stay_on_the_index_after_a_plan_made_on_an_empty_table(
             )
         await create(container, [("k", "order_updated", {"n": 1})])
         claimed = [item.event_key for item, _ in await processor.claim(buckets)]
-        # The plan the claim runs on, from its own connection's cache.
+        # The plan the claim runs on, from its own connection's cache. (A pooled connection
+        # also keeps the statements earlier users prepared, e.g. another box's claim.)
         async with processor._connections.acquire() as conn:
             name, generic = await conn.fetchrow(
                 "SELECT name, generic_plans FROM pg_prepared_statements "
-                "WHERE statement LIKE '%CROSS JOIN LATERAL%' "
-                "AND statement NOT LIKE '%pg_prepared_statements%'"
+                "WHERE statement LIKE '%CROSS JOIN LATERAL%' AND statement LIKE $1 "
+                "AND statement NOT LIKE '%pg_prepared_statements%'",
+                f"%FROM {table} t%",
             )
             arrays = ("{" + ",".join(map(str, buckets)) + "}", "{}")
             plan = await conn.fetchval(
