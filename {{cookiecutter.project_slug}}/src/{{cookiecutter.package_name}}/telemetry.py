@@ -271,6 +271,14 @@ class OtelObserver(Observer):
             "outbox.items.unavailable",
             description="Attempts cut short by an unreachable destination",
         )
+        self.fenced_counter = meter.create_counter(
+            "outbox.items.fenced",
+            description="Outcomes dropped: the item changed state since this worker claimed it",
+        )
+        self.order_gaps_counter = meter.create_counter(
+            "outbox.order.gaps",
+            description="Strict boxes: items delivered although an earlier item of their key failed",
+        )
         self.received_counter = meter.create_counter(
             "inbox.messages.received", description="Messages consumed"
         )
@@ -385,6 +393,12 @@ class OtelObserver(Observer):
         carrier = _inject(span)
         span.end()
         return carrier
+
+    def fenced(self, box: Box, count: int) -> None:
+        self.fenced_counter.add(count, {"box": box.name})
+
+    def order_gap(self, box: Box, item: ItemRecord) -> None:
+        self.order_gaps_counter.add(1, {"box": box.name})
 
     def stored(self, box: Box, received: int, stored: int) -> None:
         self.received_counter.add(received, {"box": box.name})

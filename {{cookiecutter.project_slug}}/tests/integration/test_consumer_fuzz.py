@@ -45,13 +45,16 @@ async def test_garbage_is_stored_with_reasons_and_nothing_stops_the_consumer(
         else:
             messages.append((str(n), value, [("Idempotency-Key", bytes([n % 256]) * 3)]))
     produce(container.settings().kafka_bootstrap_servers, box.inbox_config.topics[0], messages)
-    # Every message has its own id but the 40 that share the message-id "not-a-uuid".
-    distinct = len(messages) - 39
+    # Every message has its own id but the 40 that share the message-id "not-a-uuid" with
+    # 40 different payloads: one is stored under that id, the other 39 as clash rows (stored,
+    # rejected with the reason), so every message is stored.
+    distinct = len(messages)
     async with running_consumer(container, box) as consumer:
         await wait_for(lambda: _stored(container, distinct), within=60)
         await asyncio.sleep(1)
     assert consumer.received == len(messages)
     assert consumer.stored == distinct
+    assert consumer.clashes == 39
     async with container.session_factory()() as session:
         rows = list((await session.execute(select(InboxItem))).scalars())
     oversized = [r for r in rows if "exceeds max_message_bytes" in r.headers.get("rejected", "")]

@@ -178,6 +178,7 @@ async def test_latest_available_discards_a_retry_superseded_by_a_newer_delivery(
 ) -> None:
     registry = make_registry(
         outbox=recording(
+            strict_order=False,
             retry_strategies=["exponential_backoff", "latest_available"],
             backoff={**FAST_BACKOFF, "min_seconds": 0.5, "max_seconds": 0.5},
         )
@@ -202,7 +203,7 @@ async def _count_status(container: Container, status: ItemStatus, expected: int)
 async def test_without_strict_order_a_failing_item_does_not_block_its_key(
     container: Container,
 ) -> None:
-    registry = make_registry(outbox=recording(max_retries=0))
+    registry = make_registry(outbox=recording(strict_order=False, max_retries=0))
     await create(container, [("1", "e", "poison"), ("1", "e", b"after")])
     async with running_worker(container, registry):
         await wait_for(lambda: _all_delivered(container, 1), within=10)

@@ -51,7 +51,7 @@ def test_unknown_keys_are_rejected() -> None:
 def test_strict_order_with_latest_available_is_rejected() -> None:
     raw = boxes_yaml()
     raw["outbox"][OUTBOX_BOX].update(strict_order=True, retry_strategies=["latest_available"])
-    assert "strict_order boxes cannot use latest_available" in _error(raw)
+    assert "latest_available needs `strict_order: false`" in _error(raw)
 
 
 def test_transport_classes_are_checked() -> None:

@@ -2,6 +2,11 @@
 to seed a new consumer), in batches, under a rate budget, yielding to live traffic, and
 resumable: each batch's items and the watermark commit together, so a killed backfill
 resumes where it stopped and emits no row twice.
+
+A backfill never lets a stale snapshot win over a newer item of the same object: each batch
+reads its rows FOR SHARE, so a concurrent update is either read (it committed first) or
+waits and gets a larger item id than the backfill's item. Its items are ordinary items: the
+worker delivers them under the box's strict order, pauses and bucket ownership.
 """
 
 from __future__ import annotations
@@ -97,7 +102,16 @@ async def backfill(
             rows = list(
                 (
                     await session.execute(
-                        select(model).where(pk > mark.last_id).order_by(pk).limit(batch_size)
+                        select(model)
+                        .where(pk > mark.last_id)
+                        .order_by(pk)
+                        .limit(batch_size)
+                        # Locked until this batch's items commit: a concurrent update of a
+                        # row either commits first (and is read here) or waits and emits its
+                        # item after ours. A snapshot read without the lock could be older
+                        # than an update whose item got a smaller id, and coalescing (newest
+                        # id wins) would then deliver the stale snapshot last.
+                        .with_for_update(read=True)
                     )
                 )
                 .scalars()

@@ -82,7 +82,13 @@ class BoxConfig(_Strict):
     max_retries: int = Field(default=5, ge=0)
     retry_strategies: tuple[RetryStrategyName, ...] = ("exponential_backoff",)
     backoff: BackoffConfig = BackoffConfig()
-    strict_order: bool = False
+    # Per-key order under failures (see docs/guarantees.md): an item in backoff or failed
+    # for good holds back the later items of its key. On by default.
+    strict_order: bool = True
+    # What becomes of an item that fails for good in a strict box: `block` keeps it FAILED,
+    # holding its key until an operator retries, discards or parks it; `park` moves it
+    # aside at once (status PARKED, an audit row) and the key moves on.
+    poisoned_head: Literal["block", "park"] = "block"
     retention: RetentionConfig = RetentionConfig()
     poll_interval: float = Field(default=1.0, gt=0, le=3600)
     batch_size: int = Field(default=500, ge=1, le=10_000)
@@ -105,8 +111,9 @@ class BoxConfig(_Strict):
             raise ValueError("retry_strategies lists a strategy twice")
         if self.strict_order and "latest_available" in self.retry_strategies:
             raise ValueError(
-                "strict_order boxes cannot use latest_available: a newer item of a key is never "
-                "delivered while an older one is pending, so there is nothing to compare against"
+                "latest_available needs `strict_order: false` (boxes are strict by default): "
+                "in a strict box a newer item of a key is never delivered while an older one "
+                "is pending, so there is nothing to compare against"
             )
         return self
 

@@ -20,6 +20,7 @@ reason in the `rejected` header, and fail in processing: never dropped, never bl
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import uuid
@@ -29,6 +30,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from .inbox_clash import ClashCheck
+from .inbox_window import check_window
 from .observe import Observer
 from .pgconn import DriverConnections, is_data_error, is_unavailable
 from .registry import Box
@@ -50,8 +53,20 @@ def _decode(value: bytes | str | None) -> str:
     return value.decode("utf-8", "replace")
 
 
-def message_uuid(headers: dict[str, str], topic: str, partition: int, offset: int) -> uuid.UUID:
-    """The message id: `message-id` header, else `Idempotency-Key`, else topic/partition/offset."""
+def message_uuid(
+    headers: dict[str, str],
+    topic: str,
+    partition: int,
+    offset: int,
+    content: tuple[int, bytes | None, bytes | None] = (0, None, None),
+) -> uuid.UUID:
+    """The message id: `message-id` header, else `Idempotency-Key`, else derived.
+
+    A derived id covers where the message is (topic/partition/offset) *and* what it is (its
+    timestamp, key and value, as `content`): the same message read again (a redelivery, a
+    replay) gets the same id, while a different message at the same offset (a topic deleted
+    and recreated starts again at 0) does not, so it is stored instead of being dropped as
+    a duplicate of the old one."""
     for name in ("message-id", "idempotency-key"):
         raw = headers.get(name)
         if raw:
@@ -59,7 +74,14 @@ def message_uuid(headers: dict[str, str], topic: str, partition: int, offset: in
                 return uuid.UUID(raw)
             except ValueError:
                 return uuid.uuid5(INBOX_NAMESPACE, f"{name}:{raw}")
-    return uuid.uuid5(INBOX_NAMESPACE, f"{topic}/{partition}/{offset}")
+    timestamp, key, value = content
+    digest = hashlib.sha256()
+    for part in (key, value):
+        digest.update(b"-" if part is None else b"+%d:" % len(part))
+        digest.update(part or b"")
+    return uuid.uuid5(
+        INBOX_NAMESPACE, f"{topic}/{partition}/{offset}/{timestamp}/{digest.hexdigest()}"
+    )
 
 
 def _exact(value: bytes | str | None) -> str:
@@ -136,7 +158,18 @@ def message_row(box: Box, message: Message) -> dict[str, Any]:
     event_name = (headers.get("event-name") or config.default_event_name)[:255]
     if reasons:
         headers[REJECTED_HEADER] = "; ".join(reasons)
-    message_id = message_uuid(id_sources, topic, partition, offset)
+    _kind, timestamp = message.timestamp()
+    message_id = message_uuid(
+        id_sources,
+        topic,
+        partition,
+        offset,
+        (
+            timestamp,
+            raw_key if isinstance(raw_key, bytes) else None,
+            value if isinstance(value, bytes) else None,
+        ),
+    )
     return {
         "uuid": message_id,
         "event_name": event_name,
@@ -189,6 +222,9 @@ class InboxConsumer:
         self.ready = asyncio.Event()
         self._connections = DriverConnections(engine, keep=True)
         self._writing: asyncio.Task[None] | None = None
+        self._clashes = ClashCheck(box.table_name, REJECTED_HEADER)
+        # Messages whose id was taken by a different payload (stored as rejected rows).
+        self.clashes = 0
         # One statement per batch: the rows as arrays, duplicates dropped by the unique
         # uuid (also within the batch: the first one stays), a NOTIFY when any is new.
         self._insert_sql = f"""
@@ -236,6 +272,8 @@ class InboxConsumer:
         self._consumer = consumer
         topics = list(self.box.inbox_config.topics)
         consumer.subscribe(topics)
+        # Not awaited: a slow or absent broker must not hold up consuming.
+        window = asyncio.ensure_future(asyncio.to_thread(check_window, self.box, self.kafka_config))
         log.info(
             "inbox %s: consuming %s as group %s", self.box.name, ", ".join(topics), self.group_id
         )
@@ -265,7 +303,7 @@ class InboxConsumer:
                     await asyncio.to_thread(self._report_lag, consumer)
         finally:
             # Fetched, never stored nor acknowledged: the group's next owner reads it.
-            await asyncio.gather(fetching, return_exceptions=True)
+            await asyncio.gather(fetching, window, return_exceptions=True)
             try:
                 await self.flush()
             finally:
@@ -311,6 +349,34 @@ class InboxConsumer:
                 )
                 inserted += await self._insert_rows([unstorable_row(row, exc)])
         return inserted
+
+    async def _store_clashes(self, rows: list[dict[str, Any]]) -> int:
+        """Some rows were not new: store those whose id is taken by a different payload as
+        rejected rows of their own (see inbox_clash.py). Returns the rows stored."""
+        while True:
+            try:
+                async with self._connections.acquire() as conn:
+                    clashes = await self._clashes.find(conn, rows, STATEMENT_TIMEOUT)
+                if not clashes:
+                    return 0
+                clash_rows = [self._clashes.clash_row(rows[i]) for i in clashes]
+                for row in clash_rows:
+                    log.warning(
+                        "inbox %s: %s",
+                        self.box.name,
+                        row["headers"][REJECTED_HEADER],
+                    )
+                self.clashes += len(clash_rows)
+                return await self._insert_rows(clash_rows)
+            except Exception as exc:
+                if not is_unavailable(exc):
+                    raise
+                log.error(
+                    "inbox %s: database unavailable while checking message ids (%s); retrying",
+                    self.box.name,
+                    exc,
+                )
+                await asyncio.sleep(1.0)
 
     def _report_lag(self, consumer: Consumer) -> None:
         """Messages between the committed offset and the end of each assigned partition."""
@@ -397,6 +463,8 @@ class InboxConsumer:
                     len(rows),
                 )
                 await asyncio.sleep(1.0)
+        if inserted < len(rows):
+            inserted += await self._store_clashes(rows)
         self.stored += inserted
         self.observer.stored(self.box, len(rows), inserted)
         commit = [

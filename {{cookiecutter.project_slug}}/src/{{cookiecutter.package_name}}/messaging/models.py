@@ -29,6 +29,18 @@ from sqlalchemy.orm import Mapped, declared_attr, mapped_column
 
 from .status import ItemStatus
 
+# The rows that hold back the later items of their key in a strict box: failed for good, or
+# pending with a retry scheduled (the claim skips those whose retry is not yet due).
+BLOCKING_ROWS = text(
+    f"status = {int(ItemStatus.FAILED)} "
+    f"OR (status = {int(ItemStatus.PENDING)} AND next_attempt_at IS NOT NULL)"
+)
+
+
+def blocked_index_name(table: str) -> str:
+    """The partial index of BLOCKING_ROWS by (event_key, id): the strict claim's check."""
+    return f"ix_{table}_blocked"
+
 
 class ItemMixin:
     """Columns common to outbox and inbox items."""
@@ -68,6 +80,7 @@ class ItemMixin:
                 postgresql_where=text(f"status = {int(ItemStatus.PENDING)}"),
             ),
             Index(f"ix_{table}_event_key_id", "event_key", "id"),
+            Index(blocked_index_name(table), "event_key", "id", postgresql_where=BLOCKING_ROWS),
             Index(f"ix_{table}_created_at", "created_at", postgresql_using="brin"),
         )
 

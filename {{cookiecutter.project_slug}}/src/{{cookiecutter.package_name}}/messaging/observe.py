@@ -66,6 +66,14 @@ class Observer:
         """A batch's attempts ended, each delivered, failed, dead, discarded, unavailable or
         deferred; the batch took `seconds` from claim to recorded outcome."""
 
+    def fenced(self, box: Box, count: int) -> None:
+        """Outcomes dropped because their items changed state since this worker claimed them
+        (another worker took over the bucket): not applied, only counted."""
+
+    def order_gap(self, box: Box, item: ItemRecord) -> None:
+        """In a strict box, `item` was delivered although an earlier item of its key failed
+        in the same batch (a transport that did not fail in order)."""
+
     def publishing(self, item: ItemRecord, destination: str) -> PublishSpan:
         return NO_SPAN
 

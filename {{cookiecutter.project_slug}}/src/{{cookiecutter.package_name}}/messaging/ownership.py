@@ -12,6 +12,15 @@ buckets back or leaves cleanly sends a NOTIFY there, and every worker rebalances
 instead of at its next tick. Scaling out or a rolling restart hands buckets over in
 milliseconds, not in one or two rebalance intervals; a SIGKILLed worker still waits for the
 tick (it cannot say goodbye).
+
+Losing the lock connection (the server terminated it: a pooler or failover, an idle or TCP
+timeout) frees every lock at once, and another worker may take the buckets a millisecond
+later. So the worker forgets its buckets the moment asyncpg reports the connection closed
+(a termination listener), before anything else runs: no lane starts a batch for a bucket it
+no longer owns. A batch already in flight may still finish; its outcomes are fenced (see
+record.py) and an inbox handler runs only on a row it locked (see processor.py). Every
+statement on the lock connection has a timeout, so a connection that silently stopped
+answering is noticed too.
 """
 
 from __future__ import annotations
@@ -34,6 +43,8 @@ MEMBER_BASE = 1_000_000
 REBALANCE_CHANNEL = "outbox_workers_rebalance"
 NOTIFY_REBALANCE = f"SELECT pg_notify('{REBALANCE_CHANNEL}', '')"
 MAX_MEMBERS = 4096
+# A statement on the lock connection that takes longer means the connection is not usable.
+LOCK_STATEMENT_TIMEOUT = 10.0
 
 LOCKS_SQL = """
 SELECT objid::bigint AS key2, pid = pg_backend_pid() AS mine
@@ -68,11 +79,15 @@ class Ownership:
         application_name: str,
         on_wake: Callable[[str, str], None],
         on_members_changed: Callable[[], None] = lambda: None,
+        on_lost: Callable[[], None] = lambda: None,
     ) -> None:
         self._dsn = dsn
         self._app = application_name
         self._on_wake = on_wake
         self._on_members_changed = on_members_changed
+        self._on_lost = on_lost
+        # How often the lock connection was lost (tests and logs read it).
+        self.losses = 0
         self.boxes = {box.name: BoxOwnership(box, lanes) for box in boxes}
         self._conn: asyncpg.Connection | None = None
 
@@ -81,8 +96,14 @@ class Ownership:
         return self._conn is not None and not self._conn.is_closed()
 
     async def connect(self) -> None:
-        conn = await asyncpg.connect(self._dsn, server_settings={"application_name": self._app})
+        conn = await asyncpg.connect(
+            self._dsn,
+            server_settings={"application_name": self._app},
+            timeout=LOCK_STATEMENT_TIMEOUT,
+            command_timeout=LOCK_STATEMENT_TIMEOUT,
+        )
         self._conn = conn
+        conn.add_termination_listener(self._terminated)
         for state in self.boxes.values():
             state.owned.clear()
             state.member_slot = None
@@ -90,6 +111,22 @@ class Ownership:
             await self._join(conn, state)
         await conn.add_listener(REBALANCE_CHANNEL, self._members_changed)
         await conn.execute(NOTIFY_REBALANCE)  # the others give this worker its share now
+
+    def _terminated(self, conn: object) -> None:
+        """asyncpg saw the lock connection close. Unless we closed it, every lock is gone:
+        forget the buckets now, so that no lane starts another batch for them."""
+        if conn is not self._conn:
+            return  # closed on purpose (close() clears _conn first)
+        self._conn = None
+        self.losses += 1
+        owned = sum(len(state.owned) for state in self.boxes.values())
+        self.drop_all()
+        log.warning(
+            "lock connection lost: %d buckets given up at once; no batch starts until the "
+            "worker has reconnected and taken buckets again",
+            owned,
+        )
+        self._on_lost()
 
     def _members_changed(self, _conn: object, _pid: int, _channel: str, _payload: object) -> None:
         self._on_members_changed()

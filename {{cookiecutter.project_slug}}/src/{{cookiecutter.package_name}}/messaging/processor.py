@@ -22,7 +22,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Awaitable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -36,6 +36,7 @@ from .inbox_consumer import REJECTED_HEADER
 from .middleware import Middlewares, run_batch_chain, run_item_chain
 from .observe import Observer, ProcessScope
 from .pgconn import DriverConnections, asyncpg_sql
+from .record import FailedAttempt, Recorder
 from .registry import Box
 from .retry import decide
 from .shards import COALESCE_HEADER, OBJECT_HEADER
@@ -153,41 +154,37 @@ class BoxProcessor:
         self.middlewares = middlewares
         self.observer = observer or Observer()
         self._rotation = 0
+        # Outcomes dropped by the fence since start (see record.py): tests and stats read it.
+        self.fenced_total = 0
+        # Strict-order gaps a pipelined transport left (see _hold_keys_behind_failures).
+        self.order_gaps = 0
         self.config = box.config
         table = box.table_name
         inbox_columns = (
             ", t.source_topic, t.source_partition, t.source_offset" if box.kind == "inbox" else ""
         )
-        due = (
-            ""
-            if self.config.strict_order
-            else "AND (t.next_attempt_at IS NULL OR t.next_attempt_at <= now())"
-        )
-        # A strict box must see items in backoff (they block their key) and skip keys whose
-        # head item failed until an operator retries or discards it.
-        strict = (
-            f"AND NOT EXISTS (SELECT 1 FROM {table} f WHERE f.event_key = t.event_key "
-            f"AND f.status = {int(ItemStatus.FAILED)} AND f.id < t.id)"
+        # A strict box holds a key back behind an older item that is in backoff or failed for
+        # good: the claim skips those keys at the database (a probe of the small partial
+        # index of such rows, see models.BLOCKING_ROWS), so a key in backoff never fills a
+        # bucket's claim with items that cannot go and never starves the bucket's other keys.
+        blocked = (
+            f"""AND NOT EXISTS (SELECT 1 FROM {table} f WHERE f.event_key = t.event_key
+                AND f.id < t.id AND (f.status = {int(ItemStatus.FAILED)}
+                    OR (f.status = {int(ItemStatus.PENDING)} AND f.next_attempt_at IS NOT NULL
+                        AND f.next_attempt_at > now())))"""
             if self.config.strict_order
             else ""
         )
-        # The relay's hot statements run on the asyncpg connection itself (see pgconn.py):
-        # prepared once per connection, rows as asyncpg records, read by position.
-        # The bucket is matched as a range and ordered by: only the partial index of pending
-        # rows, (bucket, id), gives that order. With `bucket = b.bucket ORDER BY id`, the
-        # primary key gives it too, and statistics taken while most rows were pending (a
-        # backlog after an outage) make the planner walk the primary key through every
-        # delivered row on each claim: a drain that slows down as it goes.
         self._claim_sql = asyncpg_sql(
             f"""
             SELECT i.* FROM unnest(CAST(:buckets AS integer[])) WITH ORDINALITY AS b(bucket, ord)
             CROSS JOIN LATERAL (
                 SELECT t.id, t.uuid, t.event_name, t.event_key, t.bucket, t.payload, t.headers,
-                       t.errors_count, t.created_at{inbox_columns},
-                       (t.next_attempt_at IS NOT NULL AND t.next_attempt_at > now()) AS waiting
+                       t.errors_count, t.created_at{inbox_columns}
                 FROM {table} t
                 WHERE t.bucket >= b.bucket AND t.bucket <= b.bucket
-                  AND t.status = {int(ItemStatus.PENDING)} {due} {strict}
+                  AND t.status = {int(ItemStatus.PENDING)}
+                  AND (t.next_attempt_at IS NULL OR t.next_attempt_at <= now()) {blocked}
                   AND t.event_key <> ALL(CAST(:paused_keys AS text[]))
                 ORDER BY t.bucket, t.id
                 LIMIT :per_bucket
@@ -210,19 +207,25 @@ class BoxProcessor:
                           AND t.status IN ({int(ItemStatus.PENDING)}, {int(ItemStatus.DELIVERED)}))
             """
         )
+        # The synchronous flush (flush.py) delivers only an item that heads its key: no older
+        # item of its key pending (other than the flushed ones) or, in a strict box, failed.
+        # Pauses and bucket ownership are the flusher's to check.
+        older = f"p.status = {int(ItemStatus.FAILED)} OR " if self.config.strict_order else ""
         self._claim_ids_sql = asyncpg_sql(
             f"""
             SELECT t.id, t.uuid, t.event_name, t.event_key, t.bucket, t.payload, t.headers,
-                   t.errors_count, t.created_at{inbox_columns}, false AS waiting
+                   t.errors_count, t.created_at{inbox_columns}
             FROM {table} t
             WHERE t.uuid = ANY(CAST(:uuids AS uuid[])) AND t.status = {int(ItemStatus.PENDING)}
               AND (t.next_attempt_at IS NULL OR t.next_attempt_at <= now())
+              AND t.event_key <> ALL(CAST(:paused_keys AS text[]))
               AND NOT EXISTS (SELECT 1 FROM {table} p WHERE p.event_key = t.event_key
-                              AND p.status = {int(ItemStatus.PENDING)} AND p.id < t.id
-                              AND p.uuid <> ALL(CAST(:uuids AS uuid[])))
+                              AND p.id < t.id AND ({older}(p.status = {int(ItemStatus.PENDING)}
+                              AND p.uuid <> ALL(CAST(:uuids AS uuid[])))))
             ORDER BY t.bucket, t.id
             """,
             "uuids",
+            "paused_keys",
         )
         self._superseded_sql = text(
             f"""
@@ -232,42 +235,19 @@ class BoxProcessor:
                           AND t.id > r.id AND t.status = {int(ItemStatus.DELIVERED)})
             """
         )
-        self._delivered_sql = asyncpg_sql(
-            f"UPDATE {table} SET status = {int(ItemStatus.DELIVERED)}, processed_at = now(), "
-            f"next_attempt_at = NULL WHERE id = ANY(CAST(:ids AS bigint[]))",
-            "ids",
-        )
-        self._failed_sql = asyncpg_sql(
-            f"""
-            UPDATE {table} AS t SET errors_count = u.errors_count, status = u.status,
-                last_error = u.error,
-                next_attempt_at = CASE WHEN u.status = {int(ItemStatus.PENDING)}
-                    THEN now() + make_interval(secs => u.delay) ELSE NULL END,
-                processed_at = CASE WHEN u.status = {int(ItemStatus.PENDING)} THEN NULL ELSE now() END
-            FROM unnest(CAST(:ids AS bigint[]), CAST(:errors AS integer[]), CAST(:statuses AS smallint[]),
-                        CAST(:messages AS text[]), CAST(:delays AS double precision[]))
-                 AS u(id, errors_count, status, error, delay)
-            WHERE t.id = u.id
-            """,
-            "ids",
-            "errors",
-            "statuses",
-            "messages",
-            "delays",
-        )
-        self._discard_sql = asyncpg_sql(
-            f"""
-            UPDATE {table} AS t SET status = {int(ItemStatus.DISCARDED)}, processed_at = now(),
-                last_error = u.reason, next_attempt_at = NULL
-            FROM unnest(CAST(:ids AS bigint[]), CAST(:reasons AS text[])) AS u(id, reason)
-            WHERE t.id = u.id
-            """,
-            "ids",
-            "reasons",
+        self._recorder = Recorder(table, box.name)
+        pending = int(ItemStatus.PENDING)
+        # An inbox batch's first statement, in the transaction its handlers write in: lock the
+        # claimed rows still pending. A row another worker holds (it is handling it now) is
+        # skipped, not waited for; a row no longer pending, or attempted since the claim, is
+        # not returned: either way its handler does not run here.
+        self._lock_inbox_sql = text(
+            f"SELECT id, errors_count FROM {table} WHERE id = ANY(CAST(:ids AS bigint[])) "
+            f"AND status = {pending} FOR UPDATE SKIP LOCKED"
         )
         self._inbox_delivered_sql = text(
             f"UPDATE {table} SET status = {int(ItemStatus.DELIVERED)}, processed_at = now(), "
-            f"next_attempt_at = NULL WHERE id = :id"
+            f"next_attempt_at = NULL WHERE id = :id AND status = {pending}"
         )
 
     # -- claim ---------------------------------------------------------------------------
@@ -290,20 +270,9 @@ class BoxProcessor:
                 list(paused_keys),
                 timeout=STATEMENT_TIMEOUT,
             )
-        claimed: list[tuple[ItemRecord, bytes]] = []
-        blocked: set[str] = set()
         # Each key's items in id order whatever plan the database chose.
         rows.sort(key=_bucket_and_id)
-        if not self.config.strict_order:
-            return [(self._record(row), row[5]) for row in rows]
-        for row in rows:
-            if row[3] in blocked:
-                continue
-            if row[-1]:  # waiting: in backoff, it blocks the rest of its key
-                blocked.add(row[3])
-                continue
-            claimed.append((self._record(row), row[5]))
-        return claimed
+        return [(self._record(row), row[5]) for row in rows]
 
     def _record(self, row: Any) -> ItemRecord:
         """An ItemRecord of a claimed row (columns by position, see the claim SQL)."""
@@ -329,22 +298,36 @@ class BoxProcessor:
     # -- one step ------------------------------------------------------------------------
 
     async def run_once(
-        self, buckets: Sequence[int], paused_keys: Collection[str] = ()
+        self,
+        buckets: Sequence[int],
+        paused_keys: Collection[str] = (),
+        owns: Callable[[int], bool] | None = None,
     ) -> BatchReport:
-        """Relay one batch; items of `paused_keys` (the kill switch) stay pending, untouched."""
+        """Relay one batch; items of `paused_keys` (the kill switch) stay pending, untouched.
+
+        `owns(bucket)` is asked again once the claim returns: items of a bucket this worker
+        lost meanwhile (its lock connection dropped) are left alone for the new owner."""
         report = BatchReport()
         if not buckets:
             return report
         claimed = await self.claim(buckets, paused_keys)
+        if owns is not None:
+            claimed = [(item, payload) for item, payload in claimed if owns(item.bucket)]
         await self._process(claimed, report)
         return report
 
-    async def process_ids(self, message_ids: Sequence[UUID]) -> dict[UUID, Slot]:
-        """Deliver these items now (synchronous flush), each only if it is the head of its key:
-        an item with an older pending item of its key is left to the worker, in order."""
+    async def process_ids(
+        self, message_ids: Sequence[UUID], paused_keys: Collection[str] = ()
+    ) -> dict[UUID, Slot]:
+        """Deliver these items now (synchronous flush; the caller holds their buckets' locks),
+        each only if it heads its key: an item with an older pending (or, in a strict box,
+        failed) item of its key is left to the worker, in order; paused keys are left too."""
         async with self._connections.acquire() as conn:
             rows = await conn.fetch(
-                self._claim_ids_sql, list(message_ids), timeout=STATEMENT_TIMEOUT
+                self._claim_ids_sql,
+                list(message_ids),
+                list(paused_keys),
+                timeout=STATEMENT_TIMEOUT,
             )
         claimed = [(self._record(row), row[5]) for row in rows]
         slots = await self._process(claimed, BatchReport())
@@ -465,6 +448,8 @@ class BoxProcessor:
             return
         if self._fast_path(slots):
             await self._deliver_pipelined(slots)
+            if self.config.strict_order:
+                self._hold_keys_behind_failures(slots)
             return
         previous: dict[str, Slot] = {}
         tasks = []
@@ -475,14 +460,40 @@ class BoxProcessor:
         await asyncio.gather(*tasks)
 
     def _fast_path(self, slots: list[Slot]) -> bool:
-        """Every item goes to pipelined transports only, no item middlewares, not strict."""
-        if self.box.kind != "outbox" or self.config.strict_order or self.middlewares.item:
+        """Every item goes to pipelined transports only, no item middlewares; in a strict box
+        only transports that also fail in order (see `PipelinedTransport.fails_in_order`)."""
+        if self.box.kind != "outbox" or self.middlewares.item:
             return False
+        strict = self.config.strict_order
         return all(
-            isinstance(t, PipelinedTransport)
+            isinstance(t, PipelinedTransport) and (t.fails_in_order or not strict)
             for slot in slots
             for t in self.box.transports_for(slot.item.event_name)
         )
+
+    def _hold_keys_behind_failures(self, slots: list[Slot]) -> None:
+        """Strict order after a pipelined batch: behind a key's first item that was not
+        delivered, the key's later items count as not attempted (they go again after it).
+        One of them delivered anyway is a gap in the key's order: an error, counted."""
+        stopped: set[str] = set()
+        for slot in slots:
+            key = slot.item.event_key
+            if key not in stopped:
+                if slot.result is not Result.DELIVERED:
+                    stopped.add(key)
+                continue
+            if slot.result is Result.DELIVERED:
+                self.order_gaps += 1
+                self.observer.order_gap(self.box, slot.item)
+                log.error(
+                    "box %s: item %s of key %r was delivered after an earlier item of its key "
+                    "failed in the same batch (the transport did not fail in order)",
+                    self.box.name,
+                    slot.item.id,
+                    key,
+                )
+            else:
+                slot.result, slot.error = Result.DEFERRED, ""
 
     async def _deliver_pipelined(self, slots: list[Slot]) -> None:
         """Hand the whole batch to each transport in id order and wait for all outcomes."""
@@ -581,11 +592,22 @@ class BoxProcessor:
         """
         handled: list[Slot] = []
         failed_keys: set[str] = set()
+        fenced = 0
         try:
             async with self.session_factory() as session, session.begin():
+                # Handlers run only on rows locked here and found as claimed (pending, same
+                # attempt count): two workers can never both apply one item.
+                result = await session.execute(
+                    self._lock_inbox_sql, {"ids": [s.item.id for s in slots]}
+                )
+                locked: dict[int, int] = {row[0]: row[1] for row in result}
                 for slot in slots:
                     if slot.item.event_key in failed_keys:
                         continue  # keep the key's order: the rest waits for the next batch
+                    if locked.get(slot.item.id) != slot.item.errors_count:
+                        fenced += 1
+                        failed_keys.add(slot.item.event_key)
+                        continue
                     created = pending_created(session)
                     created_before = len(created)
                     slot.start(self.observer, self.box)
@@ -620,6 +642,7 @@ class BoxProcessor:
             return
         for slot in handled:
             slot.recorded = True
+        self._fenced(fenced, "handled")
 
     async def _handle_inbox(self, slot: Slot, session: AsyncSession) -> None:
         timeout = self.config.transport_timeout_seconds
@@ -651,13 +674,8 @@ class BoxProcessor:
     ) -> None:
         discarded_ids = {s.item.id for s, _ in discards}
         delivered: list[int] = []
-        failed: dict[str, list[Any]] = {
-            "ids": [],
-            "errors": [],
-            "statuses": [],
-            "messages": [],
-            "delays": [],
-        }
+        failed: list[FailedAttempt] = []
+        park = self.config.strict_order and self.config.poisoned_head == "park"
         for slot in slots:
             if slot.item.id in discarded_ids:
                 continue
@@ -671,20 +689,28 @@ class BoxProcessor:
                 )
                 report.failed_attempts += 1
                 report.dead += decision.give_up
-                failed["ids"].append(slot.item.id)
-                failed["errors"].append(decision.errors_count)
-                failed["statuses"].append(
-                    int(ItemStatus.FAILED if decision.give_up else ItemStatus.PENDING)
+                if not decision.give_up:
+                    status = ItemStatus.PENDING
+                else:
+                    status = ItemStatus.PARKED if park else ItemStatus.FAILED
+                failed.append(
+                    FailedAttempt(
+                        slot.item.id,
+                        slot.item.errors_count,
+                        decision.errors_count,
+                        status,
+                        slot.error,
+                        decision.delay_seconds,
+                    )
                 )
-                failed["messages"].append(slot.error)
-                failed["delays"].append(decision.delay_seconds)
                 if decision.give_up:
                     log.warning(
-                        "box %s: item %s (%s) failed for good after %d attempts: %s",
+                        "box %s: item %s (%s) failed for good after %d attempts%s: %s",
                         self.box.name,
                         slot.item.id,
                         slot.item.uuid,
                         decision.errors_count,
+                        " (parked: its key moves on)" if park else "",
                         slot.error,
                     )
             elif slot.result is Result.UNAVAILABLE:
@@ -692,38 +718,28 @@ class BoxProcessor:
             else:
                 report.deferred += 1
         report.discarded = len(discards)
-        if not (delivered or failed["ids"] or discards):
+        if not (delivered or failed or discards):
             return
-        statements: list[tuple[str, tuple[Any, ...]]] = []
-        if delivered:
-            statements.append((self._delivered_sql, (delivered,)))
-        if failed["ids"]:
-            statements.append(
-                (
-                    self._failed_sql,
-                    (
-                        failed["ids"],
-                        failed["errors"],
-                        failed["statuses"],
-                        failed["messages"],
-                        failed["delays"],
-                    ),
-                )
-            )
-        if discards:
-            statements.append(
-                (
-                    self._discard_sql,
-                    ([s.item.id for s, _ in discards], [r for _, r in discards]),
-                )
-            )
         async with self._connections.acquire() as conn:
-            if len(statements) == 1:  # one statement commits alone: no BEGIN/COMMIT trips
-                await conn.execute(statements[0][0], *statements[0][1], timeout=STATEMENT_TIMEOUT)
-                return
-            async with conn.transaction():
-                for sql, args in statements:
-                    await conn.execute(sql, *args, timeout=STATEMENT_TIMEOUT)
+            recorded = await self._recorder.record(
+                conn, delivered, failed, [(s.item.id, reason) for s, reason in discards]
+            )
+        self._fenced(recorded.fenced, "recorded")
+
+    def _fenced(self, count: int, what: str) -> None:
+        """Changes dropped because the item was no longer in the state this worker claimed
+        it in: another worker took over its bucket and handled it."""
+        if not count:
+            return
+        self.fenced_total += count
+        self.observer.fenced(self.box, count)
+        log.warning(
+            "box %s: %d outcomes not %s: their items changed state since this worker claimed "
+            "them (another worker owns the bucket now)",
+            self.box.name,
+            count,
+            what,
+        )
 
     async def close(self) -> None:
         """Return the kept connections to the pool."""

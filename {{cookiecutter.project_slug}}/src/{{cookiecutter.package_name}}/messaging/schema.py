@@ -13,6 +13,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
+from .models import BLOCKING_ROWS, blocked_index_name
+
 
 def create_item_table(name: str, inbox: bool) -> None:
     """An outbox or inbox table with the engine's columns and indexes."""
@@ -48,6 +50,10 @@ def create_item_table(name: str, inbox: bool) -> None:
         f"ix_{name}_pending", name, ["bucket", "id"], postgresql_where=sa.text("status = 0")
     )
     op.create_index(f"ix_{name}_event_key_id", name, ["event_key", "id"])
+    # Strict boxes' claim: is an older item of this key in backoff or failed? (see 0005)
+    op.create_index(
+        blocked_index_name(name), name, ["event_key", "id"], postgresql_where=BLOCKING_ROWS
+    )
     # Retention and time filters. BRIN: rows arrive in created_at order, so a block-range
     # summary serves them at a fraction of a B-tree's cost per insert.
     op.create_index(f"ix_{name}_created_at", name, ["created_at"], postgresql_using="brin")

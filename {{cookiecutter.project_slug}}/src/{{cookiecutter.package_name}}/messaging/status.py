@@ -10,3 +10,5 @@ class ItemStatus(enum.IntEnum):
     FAILED = 1
     DELIVERED = 2
     DISCARDED = 3
+    # Moved aside: failed for good, and no longer blocks its key (see `poisoned_head`).
+    PARKED = 4

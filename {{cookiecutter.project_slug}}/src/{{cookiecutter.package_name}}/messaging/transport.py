@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 if TYPE_CHECKING:
@@ -91,6 +91,13 @@ class Transport(BaseTransport):
 
 class PipelinedTransport(Transport):
     """A transport whose destination preserves hand-over order (see module docstring)."""
+
+    # True when the destination also fails in order: once an item of a key could not be
+    # delivered, no later item of that key handed over in the same call is. Then a strict box
+    # may hand it a whole batch at once; otherwise a strict box hands items over one at a
+    # time per key, each after the previous one's outcome. The relay checks it after every
+    # batch and logs an error (and counts `outbox.order.gaps`) where it did not hold.
+    fails_in_order: ClassVar[bool] = False
 
     @abc.abstractmethod
     def enqueue(self, item: ItemRecord, payload: bytes) -> Awaitable[bool | None]:

@@ -28,14 +28,17 @@ from .processor import BoxProcessor
 from .registry import Box, BoxRegistry
 from .resources import Resources
 from .retention import purge
+from .status import ItemStatus
 
 log = logging.getLogger(__name__)
 
 DEPTH_SQL = (
-    "SELECT count(*), EXTRACT(EPOCH FROM now() - min(created_at)) FROM {table} WHERE status = 0"
+    "SELECT count(*), EXTRACT(EPOCH FROM now() - min(created_at)) FROM {table} "
+    f"WHERE status = {int(ItemStatus.PENDING)}"
 )
 DEEPEST_SQL = (
-    "SELECT count(*) FROM {table} WHERE status = 0 GROUP BY bucket ORDER BY 1 DESC LIMIT 1"
+    "SELECT count(*) FROM {table} "
+    f"WHERE status = {int(ItemStatus.PENDING)} GROUP BY bucket ORDER BY 1 DESC LIMIT 1"
 )
 # What the database can raise at a lane: through SQLAlchemy, or from the asyncpg connection
 # the relay's hot statements use directly (see pgconn.py).
@@ -118,7 +121,7 @@ class Worker:
         # Set when another worker joins, leaves or gives buckets back: rebalance now.
         self._rebalance_now = asyncio.Event()
         self.ownership = Ownership(
-            dsn, self.boxes, concurrency, name, self._on_wake, self._rebalance_now.set
+            dsn, self.boxes, concurrency, name, self._on_wake, self._rebalance_now.set, self._lost
         )
         self.processors = {
             box.name: BoxProcessor(
@@ -144,6 +147,12 @@ class Worker:
         for lane, event in enumerate(events):
             if lanes is None or lane in lanes:
                 event.set()
+
+    def _lost(self) -> None:
+        """The lock connection dropped (its buckets are already forgotten): not ready until
+        it is back, and reconnect now rather than at the next tick."""
+        self.ready.clear()
+        self._rebalance_now.set()
 
     def stop(self) -> None:
         self._stopping.set()
@@ -242,7 +251,9 @@ class Worker:
                         if b not in paused.paused_buckets(box.name)
                     ]
                     if buckets and not paused.box_paused(box.name):
-                        report = await processor.run_once(buckets, paused.paused_keys(box.name))
+                        report = await processor.run_once(
+                            buckets, paused.paused_keys(box.name), owns=state.owned.__contains__
+                        )
                 errors = 0
             except DB_ERRORS as exc:
                 errors += 1

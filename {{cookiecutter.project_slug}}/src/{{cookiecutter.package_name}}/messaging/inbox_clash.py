@@ -1,0 +1,70 @@
+"""Message-id clashes: a message whose id is already stored with a different payload.
+
+The inbox stores each message id once (`ON CONFLICT (uuid) DO NOTHING`), which is what makes
+redeliveries harmless. But the same id on a *different* message (a producer that reuses ids,
+two producers that pick the same idempotency key) must not vanish as a "duplicate": after
+a batch in which some rows were not new, the consumer compares the payloads of those ids
+with the stored ones (by SHA-256, computed on both sides). A clash is stored as its own row
+under an id derived from the clashing one and its position in Kafka (so reading it again
+does not store it twice), marked rejected: it fails in processing with the reason, shows in
+`stats` and the admin API, and is logged. Its handler never runs on it.
+
+Only rows both stored and received as they are take part: a row the consumer reduced to a
+rejected one (oversized, unstorable) carries no payload to compare.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Any
+
+CLASH_NAMESPACE = uuid.UUID("0b9f5a52-7f0c-4d39-8d8a-2f1c3c8e6a40")
+
+
+def clash_id(message_id: uuid.UUID, topic: str, partition: int, offset: int) -> uuid.UUID:
+    return uuid.uuid5(CLASH_NAMESPACE, f"{message_id}/{topic}/{partition}/{offset}")
+
+
+class ClashCheck:
+    def __init__(self, table: str, rejected_header: str) -> None:
+        self._rejected = rejected_header
+        # Positions (1-based) of the given rows whose id is stored with another payload.
+        self._sql = f"""
+            SELECT r.i FROM unnest($1::uuid[], $2::bytea[]) WITH ORDINALITY AS r(u, d, i)
+            JOIN {table} t ON t.uuid = r.u
+            WHERE NOT (t.headers ? '{rejected_header}') AND sha256(t.payload) <> r.d
+        """
+
+    async def find(self, conn: Any, rows: list[dict[str, Any]], seconds: float) -> list[int]:
+        """Indexes into `rows` of the clashing ones (`conn`: an asyncpg connection)."""
+        candidates = [i for i, row in enumerate(rows) if self._rejected not in row["headers"]]
+        if not candidates:
+            return []
+        found = await conn.fetch(
+            self._sql,
+            [rows[i]["uuid"] for i in candidates],
+            [hashlib.sha256(rows[i]["payload"]).digest() for i in candidates],
+            timeout=seconds,
+        )
+        return sorted(candidates[r[0] - 1] for r in found)
+
+    def clash_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The row that stores a clashing message: its own id, its content kept for the
+        operator, rejected with the reason (no payload values in the reason)."""
+        reason = (
+            f"message id {row['uuid']} is already stored with a different payload; this "
+            f"message ({row['source_topic']}/{row['source_partition']}@{row['source_offset']}) "
+            "was not applied"
+        )
+        return {
+            **row,
+            "uuid": clash_id(
+                row["uuid"], row["source_topic"], row["source_partition"], row["source_offset"]
+            ),
+            "headers": {
+                **row["headers"],
+                self._rejected: reason,
+                "clashed-message-id": str(row["uuid"]),
+            },
+        }
