@@ -16,7 +16,8 @@ import uuid
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from {{ cookiecutter.package_name }}.container import Container
 from {{ cookiecutter.package_name }}.messaging.inbox_clash import clash_id
@@ -139,7 +140,10 @@ async def test_an_id_that_comes_back_with_another_payload_is_stored_as_failed_an
     original, clash = rows
     assert original.uuid == uuid.UUID(reused.decode())
     assert clash.uuid == clash_id(
-        original.uuid, clash.source_topic or "", clash.source_partition or 0, clash.source_offset or 0
+        original.uuid,
+        clash.source_topic or "",
+        clash.source_partition or 0,
+        clash.source_offset or 0,
     )
     assert clash.payload == b'{"order_id": 5, "amount": "99.00"}'
     assert clash.headers["clashed-message-id"] == reused.decode()
@@ -150,7 +154,9 @@ async def test_an_id_that_comes_back_with_another_payload_is_stored_as_failed_an
 
     # Processing: the original is handled, the clash fails at once with the reason.
     async with running_worker(container, registry):
-        await wait_for(lambda: _statuses(container, [ItemStatus.DELIVERED, ItemStatus.FAILED]), within=30)
+        await wait_for(
+            lambda: _statuses(container, [ItemStatus.DELIVERED, ItemStatus.FAILED]), within=30
+        )
     rows = await stored(container)
     assert rows[1].errors_count == 1
     assert rows[1].last_error == f"rejected by the consumer: {reason}"
