@@ -34,6 +34,11 @@ class Settings(BaseSettings):
     # Extra librdkafka settings as "key=value,key=value" (e.g. security.protocol=SASL_SSL).
     kafka_extra_config: str = ""
     admin_token: str | None = None
+    # Who the audit log names for admin API actions ("admin:<name>"); without it, the
+    # token's fingerprint ("admin:token-<8 hex of its SHA-256>"), never the token itself.
+    admin_token_name: str | None = Field(
+        default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.@:+-]+$"
+    )
     # Probe (and, with telemetry, /metrics) ports of worker and consumer; 0 turns them off.
     worker_probe_port: int = Field(default=8081, ge=0, le=65535)
     consumer_probe_port: int = Field(default=8082, ge=0, le=65535)

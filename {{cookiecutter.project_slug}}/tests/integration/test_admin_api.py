@@ -93,7 +93,13 @@ async def test_boxes_and_stats(client: httpx.AsyncClient, container: Container) 
     assert [b["name"] for b in boxes] == container.registry().names()
     assert boxes[0]["payload_shown"] is False
     stats = (await client.get("/admin/stats", params={"box": OUTBOX_BOX}, headers=AUTH)).json()
-    assert stats[0]["counts"] == {"pending": 2, "failed": 1, "delivered": 0, "discarded": 0}
+    assert stats[0]["counts"] == {
+        "pending": 2,
+        "failed": 1,
+        "delivered": 0,
+        "discarded": 0,
+        "parked": 0,
+    }
     assert stats[0]["failing"][0]["last_error"] == "Boom"
     assert (
         await client.get("/admin/stats", params={"box": "nope"}, headers=AUTH)

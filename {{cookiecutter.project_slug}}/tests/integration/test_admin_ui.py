@@ -186,3 +186,85 @@ async def _operate(page: Page, base: str, failed_id: int) -> None:
 
 async def _has(container: Container, status: ItemStatus, n: int) -> bool:
     return await count(container, status) >= n
+
+
+async def test_an_operator_parks_a_blocked_keys_head_and_reads_the_audit_log(
+    container: Container, settings: Settings
+) -> None:
+    if not shutil.which(CHROMIUM):
+        pytest.skip("Chromium is not installed (Debian/Ubuntu: apt-get install -y chromium)")
+    playwright_api = pytest.importorskip("playwright.async_api")
+    reset_transports()
+    FAILURES["ui"] = 1
+    registry = make_registry(
+        outbox={
+            "transports": [transport(RecordingTransport, name="ui")],
+            "max_retries": 0,
+            "retry_strategies": [],
+            "strict_order": True,
+        }
+    )
+    async with running_worker(container, registry, boxes=[OUTBOX_BOX]):
+        async with container.session_factory()() as session, session.begin():
+            await container.outbox().create(
+                session, OutboxItem, event_key="7", event_name="order_created", payload={}
+            )
+        await wait_for(lambda: _has(container, ItemStatus.FAILED, 1))
+        async with container.session_factory()() as session, session.begin():
+            await container.outbox().create(
+                session, OutboxItem, event_key="7", event_name="order_updated", payload={}
+            )
+        await asyncio.sleep(1.5)  # the strict box holds key 7 back behind its failed head
+        assert await count(container, ItemStatus.PENDING) == 1
+        async with container.session_factory()() as session:
+            head = (
+                await session.execute(
+                    select(OutboxItem.id).where(OutboxItem.status == int(ItemStatus.FAILED))
+                )
+            ).scalar_one()
+
+        with serving(settings) as base:
+            async with asyncio.timeout(180), playwright_api.async_playwright() as pw:
+                browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                try:
+                    page = await browser.new_page()
+                    await _park(page, base, head)
+                finally:
+                    await browser.close()
+        await wait_for(lambda: _has(container, ItemStatus.DELIVERED, 1))
+
+    assert await count(container, ItemStatus.PARKED) == 1
+    assert [item_id for _key, item_id, _ in CALLS["ui"]] == [head, head + 1]
+
+
+async def _park(page: Page, base: str, head: int) -> None:
+    import hashlib
+
+    from playwright.async_api import expect as expect_
+
+    await page.goto(f"{base}/admin/ui")
+    await page.fill("#token", TOKEN)
+    await page.click("#login")
+    overview = page.locator(f'#boxes tr[data-box="{OUTBOX_BOX}"]')
+    await expect_(overview.locator(".c-failed")).to_have_text("1")
+    await page.select_option("#f-box", OUTBOX_BOX)
+    await page.select_option("#f-status", "failed")
+    await page.click("#apply")
+    row = page.locator(f'#items tr[data-id="{head}"]')
+    await row.locator(".act-park").click()
+    await expect_(page.locator("#confirm-text")).to_contain_text("the later items of its key go on")
+    await page.click("#confirm-ok")
+    await expect_(page.locator("#message")).to_contain_text("park: 1 item(s) changed")
+    await expect_(overview.locator(".c-parked")).to_have_text("1")
+    await expect_(overview.locator(".c-failed")).to_have_text("0")
+    # The audit log, newest first: this park, by the token's fingerprint, one item.
+    latest = page.locator("#audit tbody tr").first
+    fingerprint = hashlib.sha256(TOKEN.encode()).hexdigest()[:8]
+    await expect_(latest.locator(".a-action")).to_have_text("park")
+    await expect_(latest.locator(".a-actor")).to_have_text(f"admin:token-{fingerprint}")
+    await expect_(latest.locator(".a-affected")).to_have_text("1")
+    await expect_(latest.locator(".a-selection")).to_contain_text(f'"ids":[{head}]')
+    # The parked item now waits under its own status filter.
+    await page.select_option("#f-status", "parked")
+    await page.click("#apply")
+    await expect_(row.locator(".status")).to_have_text("parked")

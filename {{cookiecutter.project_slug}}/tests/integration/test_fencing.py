@@ -150,9 +150,10 @@ async def test_a_worker_that_loses_its_lock_connection_stops_at_once_and_comes_b
     container: Container,
 ) -> None:
     registry = make_registry(outbox=recording())
+    buckets = registry.get(OUTBOX_BOX).config.bucket_count
     async with running_worker(container, registry, rebalance_interval=60.0) as worker:
         state = worker.ownership.boxes[OUTBOX_BOX]
-        await wait_for(lambda: _owns(state.owned, 16), within=10)
+        await wait_for(lambda: _owns(state.owned, buckets), within=10)
         pid = await _lock_backend(container)
         started = time.monotonic()
         async with container.engine().connect() as conn:
@@ -161,7 +162,7 @@ async def test_a_worker_that_loses_its_lock_connection_stops_at_once_and_comes_b
         assert time.monotonic() - started < 2
         assert not state.owned
         # Reconnects at once (not at the 60 s tick) and takes its buckets back.
-        await wait_for(lambda: _owns(state.owned, 16), within=10)
+        await wait_for(lambda: _owns(state.owned, buckets), within=10)
         assert worker.ready.is_set()
         assert await _lock_backend(container) != pid
         await create(container, [("1", "e", b"after")])

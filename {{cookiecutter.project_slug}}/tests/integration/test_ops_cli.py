@@ -14,11 +14,12 @@ from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
 from ..ops_support import Spec, run_cli, seed, snapshot, states
 from ..support import OUTBOX_BOX, service_env
 
-PENDING, FAILED, DELIVERED, DISCARDED = (
+PENDING, FAILED, DELIVERED, DISCARDED, PARKED = (
     ItemStatus.PENDING,
     ItemStatus.FAILED,
     ItemStatus.DELIVERED,
     ItemStatus.DISCARDED,
+    ItemStatus.PARKED,
 )
 
 
@@ -42,14 +43,20 @@ async def test_stats_reports_depths_lag_hot_spots_and_errors(container: Containe
         + [Spec("1", "order_paid", FAILED, 11, "Boom: broker said no")] * 3
         + [Spec("2", "order_shipped", FAILED, 11, "Other: nope")]
         + [Spec("3", status=DELIVERED)] * 5
-        + [Spec("4", status=DISCARDED)],
+        + [Spec("4", status=DISCARDED), Spec("5", "order_paid", PARKED, 11, "Parked: poison")],
     )
     cli(container, "pause", "--box", OUTBOX_BOX, "--key", "7", "--reason", "hot key")
     stats = json.loads(cli(container, "stats", "--json", "--box", OUTBOX_BOX, "--top", "2"))
     assert len(stats) == 1
     box = stats[0]
     assert box["box"] == OUTBOX_BOX
-    assert box["counts"] == {"pending": 6, "failed": 4, "delivered": 5, "discarded": 1}
+    assert box["counts"] == {
+        "pending": 6,
+        "failed": 4,
+        "delivered": 5,
+        "discarded": 1,
+        "parked": 1,
+    }
     assert box["pending_waiting"] == 1
     assert box["pending_due"] == 5
     assert 299 < box["oldest_pending_age_seconds"] < 400
@@ -65,7 +72,7 @@ async def test_stats_reports_depths_lag_hot_spots_and_errors(container: Containe
     assert box["paused"] == [f"key '7' of box {OUTBOX_BOX}"]
     text = cli(container, "stats")
     assert f"outbox {OUTBOX_BOX}" in text
-    assert "pending 6  failed 4  delivered 5  discarded 1" in text
+    assert "pending 6  failed 4  delivered 5  discarded 1  parked 1" in text
     assert "failing order_paid: 3 failed, 0 retrying; last: Boom: broker said no" in text
     assert "PAUSED: key '7' of box" in text
 
@@ -112,7 +119,7 @@ async def test_retry_refuses_delivered_items_and_points_to_replay(container: Con
     await seed(container, [Spec("1", status=DELIVERED)])
     before = await snapshot(container)
     error = refused(container, "retry", "--box", OUTBOX_BOX, "--status", "delivered")
-    assert "retry applies to failed, discarded, pending items, not delivered" in error
+    assert "retry applies to failed, discarded, pending, parked items, not delivered" in error
     assert "replay" in error
     assert await snapshot(container) == before
 
@@ -183,11 +190,18 @@ async def test_purge_deletes_what_retention_allows_and_never_pending(container: 
         container,
         [Spec("1", status=DELIVERED, age=old)] * 3
         + [Spec("2", status=FAILED, age=old), Spec("2", status=DISCARDED, age=old)]
+        + [Spec("2", status=PARKED, age=old), Spec("2", status=PARKED)]
         + [Spec("3", age=old), Spec("4", status=DELIVERED)],
     )
     out = cli(container, "purge", "--box", OUTBOX_BOX)
-    assert out.strip() == f"purge {OUTBOX_BOX}: deleted 3 delivered and 2 failed/discarded items"
-    assert sorted(s for s, _ in (await states(container)).values()) == ["delivered", "pending"]
+    assert out.strip() == (
+        f"purge {OUTBOX_BOX}: deleted 3 delivered and 3 failed/discarded/parked items"
+    )
+    assert sorted(s for s, _ in (await states(container)).values()) == [
+        "delivered",
+        "parked",
+        "pending",
+    ]
 
 
 async def test_pause_resume_and_list(container: Container) -> None:

@@ -54,6 +54,20 @@ def test_strict_order_with_latest_available_is_rejected() -> None:
     assert "latest_available needs `strict_order: false`" in _error(raw)
 
 
+def test_poisoned_head_is_block_or_park() -> None:
+    raw = boxes_yaml()
+    del raw["outbox"][OUTBOX_BOX]["poisoned_head"]
+    assert BoxRegistry(parse_boxes(raw, "boxes.yaml")).get(OUTBOX_BOX).config.poisoned_head == (
+        "block"
+    )
+    raw["outbox"][OUTBOX_BOX]["poisoned_head"] = "park"
+    assert BoxRegistry(parse_boxes(raw, "boxes.yaml")).get(OUTBOX_BOX).config.poisoned_head == (
+        "park"
+    )
+    raw["outbox"][OUTBOX_BOX]["poisoned_head"] = "drop"
+    assert f"outbox.{OUTBOX_BOX}.poisoned_head: Input should be 'block' or 'park'" in _error(raw)
+
+
 def test_transport_classes_are_checked() -> None:
     raw = boxes_yaml()
     raw["outbox"][OUTBOX_BOX]["transports"] = [{"class": "json:JSONDecoder"}]

@@ -1,12 +1,16 @@
-"""The admin API under /admin: list, inspect, retry, discard, pause and resume, stats.
+"""The admin API under /admin: list, inspect, retry, discard, replay, park, pause and
+resume, stats, and the audit log.
 
 Every route needs `Authorization: Bearer <ADMIN_TOKEN>` (compared in constant time).
 Without ADMIN_TOKEN the admin API is disabled: its routes answer 503 and the app says so
-in its log at start.
+in its log at start. Every change writes an audit row in its own transaction, naming
+`admin:<ADMIN_TOKEN_NAME>` or, without a name, `admin:token-<fingerprint>` (8 hex digits of
+the token's SHA-256: tells a rotated token from the old one, reveals nothing of it).
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
 from datetime import datetime
@@ -18,9 +22,10 @@ from pydantic import BaseModel, Field
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..container import Container
+from ..messaging.audit import recent_audit
 from ..messaging.pauses import Pause, add_pause, list_pauses, remove_pause
 from ..messaging.registry import Box
-from ..ops.actions import DISCARD, RETRY, Action, apply, get_box
+from ..ops.actions import DISCARD, PARK, REPLAY, RETRY, Action, apply, get_box
 from ..ops.browse import MAX_PAGE, get_item, list_items
 from ..ops.errors import NotFound, OpsError
 from ..ops.selection import MAX_ID, Selection, check_text
@@ -44,6 +49,14 @@ def require_token(request: Request) -> None:
         raise HTTPException(
             401, "missing or wrong admin token", headers={"WWW-Authenticate": "Bearer"}
         )
+
+
+def admin_actor(settings: Settings) -> str:
+    """Who the audit log names for a call made with the admin token."""
+    if settings.admin_token_name:
+        return f"admin:{settings.admin_token_name}"
+    digest = hashlib.sha256((settings.admin_token or "").encode()).hexdigest()
+    return f"admin:token-{digest[:8]}"
 
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(require_token)])
@@ -130,7 +143,14 @@ async def item(container: ContainerDep, box: str, item_id: ItemId) -> dict[str, 
 
 async def _act(container: Container, box: str, action: Action, body: Ids) -> dict[str, Any]:
     selection = Selection.build(ids=body.ids)
-    result = await apply(_engine(container), _box(container, box), action, selection, body.dry_run)
+    result = await apply(
+        _engine(container),
+        _box(container, box),
+        action,
+        selection,
+        body.dry_run,
+        actor=admin_actor(container.settings()),
+    )
     return {
         "action": result.action,
         "box": result.box,
@@ -141,14 +161,51 @@ async def _act(container: Container, box: str, action: Action, body: Ids) -> dic
 
 @router.post("/boxes/{box}/retry")
 async def retry(container: ContainerDep, box: str, body: Ids) -> dict[str, Any]:
-    """Failed, discarded or waiting items back to pending, due now, attempts reset."""
+    """Failed, parked, discarded or waiting items back to pending, due now, attempts reset."""
     return await _act(container, box, RETRY, body)
 
 
 @router.post("/boxes/{box}/discard")
 async def discard(container: ContainerDep, box: str, body: Ids) -> dict[str, Any]:
-    """Give up on failed or pending items."""
+    """Give up on failed, parked or pending items."""
     return await _act(container, box, DISCARD, body)
+
+
+@router.post("/boxes/{box}/park")
+async def park(container: ContainerDep, box: str, body: Ids) -> dict[str, Any]:
+    """Move failed (or named pending) items aside: in a strict box their key moves on."""
+    return await _act(container, box, PARK, body)
+
+
+@router.post("/boxes/{box}/replay")
+async def replay(container: ContainerDep, box: str, body: Ids) -> dict[str, Any]:
+    """Delivered items back to pending: sent again with the same message id."""
+    return await _act(container, box, REPLAY, body)
+
+
+@router.get("/audit")
+async def audit(
+    container: ContainerDep,
+    box: str | None = None,
+    action: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    before_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+) -> dict[str, Any]:
+    """The audit log, newest first; pass `next_before_id` back as `before_id` for older rows."""
+    if box is not None:
+        _box(container, box)
+    entries = await recent_audit(
+        _engine(container),
+        limit + 1,  # one more tells whether there is an older page
+        box=box,
+        action=check_text("action", action),
+        before_id=before_id,
+    )
+    page = entries[:limit]
+    return {
+        "entries": [e.as_json() for e in page],
+        "next_before_id": page[-1].id if len(entries) > limit else None,
+    }
 
 
 def _pause_json(pause: Pause) -> dict[str, Any]:
@@ -182,14 +239,16 @@ def _target(container: Container, box: str, body: PauseTarget) -> dict[str, Any]
 async def pause(container: ContainerDep, box: str, body: PauseTarget) -> dict[str, Any]:
     """Stop relaying the box, one bucket or one key; running workers notice within seconds."""
     target = _target(container, box, body)
-    added = await add_pause(_engine(container), box, reason=body.reason, **target)
+    actor = admin_actor(container.settings())
+    added = await add_pause(_engine(container), box, reason=body.reason, actor=actor, **target)
     return {"paused": Pause(box, **target).target, "created": added}
 
 
 @router.post("/boxes/{box}/resume")
 async def resume(container: ContainerDep, box: str, body: PauseTarget) -> dict[str, Any]:
     target = _target(container, box, body)
-    removed = await remove_pause(_engine(container), box, every=body.all, **target)
+    actor = admin_actor(container.settings())
+    removed = await remove_pause(_engine(container), box, every=body.all, actor=actor, **target)
     return {"resumed": removed}
 
 

@@ -32,6 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..db import Base
+from .audit import write_audit
 
 log = logging.getLogger(__name__)
 
@@ -101,14 +102,29 @@ async def add_pause(
     bucket: int | None = None,
     event_key: str | None = None,
     reason: str = "",
+    actor: str | None = None,
 ) -> bool:
-    """Pause a box, or one of its buckets or keys; False if that pause already existed."""
+    """Pause a box, or one of its buckets or keys; False if that pause already existed.
+
+    With `actor` (an operator), an audit row is written in the same transaction."""
     if bucket is not None and event_key is not None:
         raise ValueError("pause a bucket or a key, not both")
     params = {"box": box, "bucket": bucket, "event_key": event_key, "reason": reason}
     async with engine.begin() as conn:
         result = await conn.execute(_INSERT, params)
-    return bool(getattr(result, "rowcount", 0))
+        added = int(getattr(result, "rowcount", 0) or 0)
+        if actor is not None:
+            target = {"bucket": bucket, "key": event_key}
+            await write_audit(
+                conn,
+                actor=actor,
+                action="pause",
+                box=box,
+                selection={k: v for k, v in target.items() if v is not None},
+                affected=added,
+                detail=reason or None,
+            )
+    return bool(added)
 
 
 async def remove_pause(
@@ -118,10 +134,12 @@ async def remove_pause(
     bucket: int | None = None,
     event_key: str | None = None,
     every: bool = False,
+    actor: str | None = None,
 ) -> int:
     """Lift one pause (or, with `every`, every pause of the box); returns how many went.
 
-    The box's workers are woken so that they notice at their next refresh.
+    The box's workers are woken so that they notice at their next refresh. With `actor`
+    (an operator), an audit row is written in the same transaction.
     """
     async with engine.begin() as conn:
         if every:
@@ -129,8 +147,19 @@ async def remove_pause(
         else:
             params = {"box": box, "bucket": bucket, "event_key": event_key}
             result = await conn.execute(_DELETE, params)
+        removed = int(getattr(result, "rowcount", 0) or 0)
+        if actor is not None:
+            target = {"bucket": bucket, "key": event_key, "all": every or None}
+            await write_audit(
+                conn,
+                actor=actor,
+                action="resume",
+                box=box,
+                selection={k: v for k, v in target.items() if v is not None},
+                affected=removed,
+            )
         await conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": f"box_{box}"})
-    return int(getattr(result, "rowcount", 0) or 0)
+    return removed
 
 
 async def list_pauses(engine: AsyncEngine, box: str | None = None) -> list[Pause]:

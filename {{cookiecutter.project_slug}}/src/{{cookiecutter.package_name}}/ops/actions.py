@@ -1,18 +1,22 @@
-"""Retry, discard, replay and purge: bulk status changes an operator asks for.
+"""Retry, discard, replay, park and purge: bulk status changes an operator asks for.
 
 Each runs one parameterised UPDATE (or, dry, one COUNT) restricted to the statuses the
-action applies to, then wakes the box's workers. A worker that holds one of the rows in
-an unrecorded batch records its own outcome afterwards (the relay's record wins).
+action applies to, writes one audit row (who, which selection, how many rows) in the same
+transaction, then wakes the box's workers. A dry run changes nothing and writes no row.
+The relay records an outcome only on an item still in the state it claimed, so a worker
+that held one of the rows in an unrecorded batch drops its record after your change.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from ..messaging.audit import write_audit
 from ..messaging.config import ConfigError
 from ..messaging.registry import Box, BoxRegistry
 from ..messaging.retention import RetentionReport, purge
@@ -20,11 +24,12 @@ from ..messaging.status import ItemStatus
 from .errors import NotFound, OpsError
 from .selection import Selection
 
-PENDING, FAILED, DELIVERED, DISCARDED = (
+PENDING, FAILED, DELIVERED, DISCARDED, PARKED = (
     ItemStatus.PENDING,
     ItemStatus.FAILED,
     ItemStatus.DELIVERED,
     ItemStatus.DISCARDED,
+    ItemStatus.PARKED,
 )
 
 
@@ -45,18 +50,31 @@ class Action:
     hint: str = ""
 
 
+# Parked items are retried only when asked for by id or `--status parked`: they were set
+# aside on purpose, and in a strict box a retried one is delivered after the later items
+# of its key (which went on while it was parked).
 RETRY = Action(
     "retry",
-    (FAILED, DISCARDED, PENDING),
+    (FAILED, DISCARDED, PENDING, PARKED),
     (FAILED,),
     "status = 0, errors_count = 0, next_attempt_at = NULL, processed_at = NULL",
     "delivered items are sent again with `replay`",
 )
 DISCARD = Action(
     "discard",
-    (FAILED, PENDING),
+    (FAILED, PENDING, PARKED),
     (FAILED,),
     "status = 3, processed_at = now(), next_attempt_at = NULL",
+)
+# Move a poisoned head aside: it no longer blocks its key in a strict box (the later items
+# go on), and it stays for inspection and a later retry or discard. A pending item (one in
+# backoff also holds its key) is parked only when named, as with discard.
+PARK = Action(
+    "park",
+    (FAILED, PENDING),
+    (FAILED,),
+    "status = 4, processed_at = coalesce(processed_at, now()), next_attempt_at = NULL",
+    "parked items go back with `retry`",
 )
 REPLAY = Action(
     "replay",
@@ -94,12 +112,35 @@ def _statuses(action: Action, selection: Selection) -> tuple[ItemStatus, ...]:
     return selection.statuses
 
 
+def selection_json(selection: Selection) -> dict[str, Any]:
+    """The selection as the audit log stores it: only what narrows it, statuses by name."""
+    fields = {
+        "ids": list(selection.ids),
+        "statuses": [s.name.lower() for s in selection.statuses],
+        "key": selection.event_key,
+        "event": selection.event_name,
+        "since": selection.since.isoformat() if selection.since else None,
+        "until": selection.until.isoformat() if selection.until else None,
+        "first_id": selection.first_id,
+        "last_id": selection.last_id,
+    }
+    return {name: value for name, value in fields.items() if value not in (None, [])}
+
+
 async def apply(
-    engine: AsyncEngine, box: Box, action: Action, selection: Selection, dry_run: bool = False
+    engine: AsyncEngine,
+    box: Box,
+    action: Action,
+    selection: Selection,
+    dry_run: bool = False,
+    *,
+    actor: str,
 ) -> ActionResult:
+    """Run `action` on the selected items of `box` as `actor` (who the audit row names)."""
     if action is REPLAY and not selection.narrowed:
         raise OpsError("replay needs a selection: ids, an id range, a time range or a key")
-    where, params = selection.with_statuses(_statuses(action, selection)).where()
+    effective = selection.with_statuses(_statuses(action, selection))
+    where, params = effective.where()
     table = box.table_name
     async with engine.begin() as conn:
         if dry_run:
@@ -108,10 +149,22 @@ async def apply(
         result = await conn.execute(
             text(f"UPDATE {table} SET {action.assignments} WHERE {where}"), params
         )
+        changed = int(getattr(result, "rowcount", 0) or 0)
+        await write_audit(
+            conn,
+            actor=actor,
+            action=action.name,
+            box=box.name,
+            selection=selection_json(effective),
+            affected=changed,
+        )
         await conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": box.channel})
-    return ActionResult(action.name, box.name, int(getattr(result, "rowcount", 0) or 0), False)
+    return ActionResult(action.name, box.name, changed, False)
 
 
-async def purge_now(engine: AsyncEngine, boxes: Sequence[Box]) -> dict[str, RetentionReport]:
-    """Run retention for the boxes now (as the workers do every `interval_seconds`)."""
-    return {box.name: await purge(engine, box) for box in boxes}
+async def purge_now(
+    engine: AsyncEngine, boxes: Sequence[Box], *, actor: str
+) -> dict[str, RetentionReport]:
+    """Run retention for the boxes now (as the workers do every `interval_seconds`), with
+    one audit row per box naming `actor`."""
+    return {box.name: await purge(engine, box, actor=actor) for box in boxes}

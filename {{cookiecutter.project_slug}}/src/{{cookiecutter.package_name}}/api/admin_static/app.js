@@ -73,6 +73,7 @@ async function loadBoxes() {
     cell(row, box.counts.pending, "c-pending");
     cell(row, box.pending_waiting);
     cell(row, box.counts.failed, box.counts.failed ? "status-failed c-failed" : "c-failed");
+    cell(row, box.counts.parked, box.counts.parked ? "status-parked c-parked" : "c-parked");
     cell(row, box.counts.delivered, "c-delivered");
     cell(row, box.counts.discarded, "c-discarded");
     cell(row, age(box.oldest_pending_age_seconds));
@@ -141,7 +142,9 @@ function itemRow(box, item) {
   const actions = cell(row, "");
   const buttons = [["Details", () => showItem(box, item.id)]];
   if (item.status !== "delivered") buttons.push(["Retry", () => act(box, item.id, "retry")]);
-  if (item.status === "failed" || item.status === "pending") {
+  // Park: move a failed head aside so that the later items of its key go on.
+  if (item.status === "failed") buttons.push(["Park", () => act(box, item.id, "park")]);
+  if (["failed", "pending", "parked"].includes(item.status)) {
     buttons.push(["Discard", () => act(box, item.id, "discard")]);
   }
   for (const [label, handler] of buttons) {
@@ -191,8 +194,13 @@ function confirmDialog(text) {
   });
 }
 
+const CONFIRM_NOTES = {
+  park: " It is set aside: the later items of its key go on; retry or discard it later.",
+};
+
 async function act(box, id, action) {
-  if (!(await confirmDialog(action + " item " + id + " of box " + box + "?"))) return;
+  const question = action + " item " + id + " of box " + box + "?" + (CONFIRM_NOTES[action] || "");
+  if (!(await confirmDialog(question))) return;
   try {
     const result = await api("/admin/boxes/" + encodeURIComponent(box) + "/" + action, {
       method: "POST",
@@ -206,10 +214,30 @@ async function act(box, id, action) {
   await refresh();
 }
 
+async function loadAudit() {
+  const log = await api("/admin/audit?limit=20");
+  const body = $("audit").querySelector("tbody");
+  body.replaceChildren();
+  for (const entry of log.entries) {
+    const row = document.createElement("tr");
+    row.dataset.id = String(entry.id);
+    cell(row, entry.id);
+    cell(row, entry.at);
+    cell(row, entry.actor, "a-actor");
+    cell(row, entry.action, "a-action");
+    cell(row, entry.box);
+    cell(row, entry.affected, "a-affected");
+    cell(row, JSON.stringify(entry.selection), "a-selection");
+    cell(row, entry.detail);
+    body.appendChild(row);
+  }
+}
+
 async function refresh() {
   try {
     await loadBoxes();
     await loadItems(true);
+    await loadAudit();
   } catch (error) {
     say(error.message, true);
   }
