@@ -13,9 +13,12 @@ from {{ cookiecutter.package_name }} import items
 from {{ cookiecutter.package_name }}.db import Base
 {% if cookiecutter.include_example_domain -%}
 from {{ cookiecutter.package_name }}.domain import models as domain_models
-{% endif %}
-# Importing the model modules registers their tables on Base.metadata.
-MODEL_MODULES = {% if cookiecutter.include_example_domain %}(items, domain_models){% else %}(items,){% endif %}
+{% endif -%}
+from {{ cookiecutter.package_name }}.messaging import audit, pauses
+
+# Importing the model modules registers their tables on Base.metadata (the engine's own
+# tables too: the pauses and the operator audit log).
+MODEL_MODULES = {% if cookiecutter.include_example_domain %}(items, domain_models, audit, pauses){% else %}(items, audit, pauses){% endif %}
 
 config = context.config
 target_metadata = Base.metadata
