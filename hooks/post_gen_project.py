@@ -19,6 +19,7 @@ REMOVE_WHEN: dict[tuple[str, object], tuple[str, ...]] = {
         "tests/integration/test_orders.py",
         "tests/integration/test_payments.py",
         "tests/integration/test_example_faults.py",
+        "tests/integration/test_example_strict.py",
         "docs/example-domain.md",
     ),
     ("opentelemetry", False): (

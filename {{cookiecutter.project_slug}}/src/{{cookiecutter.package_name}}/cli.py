@@ -101,7 +101,13 @@ def cmd_worker(container: Container, args: argparse.Namespace) -> int:
         )
         port = settings.worker_probe_port if args.probe_port is None else args.probe_port
         probe_port = port or None  # 0 turns probes off
-        probes = ProbeServer(probe_port, worker.liveness, worker.readiness, _metrics_renderer())
+        probes = ProbeServer(
+            probe_port,
+            worker.liveness,
+            worker.readiness,
+            _metrics_renderer(),
+            host=settings.probe_host,
+        )
         await probes.start()
         try:
             await _run_until_signal(worker.run, worker.stop)
@@ -149,7 +155,9 @@ def cmd_consumer(container: Container, args: argparse.Namespace) -> int:
 
         port = settings.consumer_probe_port if args.probe_port is None else args.probe_port
         probe_port = port or None  # 0 turns probes off
-        probes = ProbeServer(probe_port, alive, ready, _metrics_renderer())
+        probes = ProbeServer(
+            probe_port, alive, ready, _metrics_renderer(), host=settings.probe_host
+        )
         await probes.start()
 
         def stop() -> None:

@@ -13,6 +13,9 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_BOXES_FILE = Path(__file__).resolve().parents[2] / "config" / "boxes.yaml"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# A bearer token shorter than this is guessable; a random one of 32+ characters is the advice.
+MIN_ADMIN_TOKEN_LENGTH = 16
 
 
 class SettingsError(RuntimeError):
@@ -31,6 +34,11 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=10, ge=1)
     api_host: str = "0.0.0.0"
     api_port: int = Field(default=8000, ge=1, le=65535)
+    # Larger request bodies are refused with 413 before they are read into memory.
+    api_max_body_bytes: int = Field(default=1024 * 1024, ge=1)
+    # Serve the OpenAPI schema at /openapi.json (never the /docs and /redoc pages: FastAPI's
+    # load their scripts from a third-party CDN). Off by default: it maps the whole API.
+    api_docs: bool = False
     # Extra librdkafka settings as "key=value,key=value" (e.g. security.protocol=SASL_SSL).
     kafka_extra_config: str = ""
     admin_token: str | None = None
@@ -39,7 +47,9 @@ class Settings(BaseSettings):
     admin_token_name: str | None = Field(
         default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.@:+-]+$"
     )
-    # Probe (and, with telemetry, /metrics) ports of worker and consumer; 0 turns them off.
+    # Probe (and, with telemetry, /metrics) address and ports of worker and consumer; port 0
+    # turns them off. Loopback by default: in a container set 0.0.0.0 to be reached from outside.
+    probe_host: str = Field(default="127.0.0.1", min_length=1)
     worker_probe_port: int = Field(default=8081, ge=0, le=65535)
     consumer_probe_port: int = Field(default=8082, ge=0, le=65535)
 {%- if cookiecutter.opentelemetry %}
@@ -65,6 +75,26 @@ class Settings(BaseSettings):
         if not servers or any(":" not in s for s in servers):
             raise ValueError("must be a comma-separated list of host:port")
         return ",".join(servers)
+
+    @field_validator("log_level")
+    @classmethod
+    def _check_log_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+        return level
+
+    @field_validator("admin_token")
+    @classmethod
+    def _check_admin_token(cls, value: str | None) -> str | None:
+        if not value:
+            return None  # empty: the admin API stays disabled
+        if len(value) < MIN_ADMIN_TOKEN_LENGTH:
+            raise ValueError(f"must be at least {MIN_ADMIN_TOKEN_LENGTH} characters")
+        if not all("!" <= c <= "~" for c in value):
+            # It travels in an HTTP header: anything else could never match.
+            raise ValueError("must be printable ASCII without spaces")
+        return value
 
     @field_validator("log_format")
     @classmethod

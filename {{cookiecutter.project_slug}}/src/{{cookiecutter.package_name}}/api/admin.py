@@ -32,6 +32,7 @@ from ..ops.selection import MAX_ID, Selection, check_text
 from ..ops.stats import box_stats
 from ..settings import Settings
 from . import deps
+from .params import StrictInt
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def admin_actor(settings: Settings) -> str:
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(require_token)])
 
 ContainerDep = Annotated[Container, Depends(deps.container)]
-ItemId = Annotated[int, Path(ge=1, le=MAX_ID)]
+ItemId = Annotated[StrictInt, Path(ge=1, le=MAX_ID)]
 
 
 def _engine(container: Container) -> AsyncEngine:
@@ -122,7 +123,7 @@ async def items(
     event: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
-    after_id: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+    after_id: Annotated[StrictInt, Query(ge=0, le=MAX_ID)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
 ) -> dict[str, Any]:
     """A page of items in id order; pass `next_after_id` back as `after_id` for the next."""

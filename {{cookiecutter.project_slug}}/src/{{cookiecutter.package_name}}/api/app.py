@@ -1,4 +1,10 @@
-"""The FastAPI application factory."""
+"""The FastAPI application factory.
+
+Besides the routes: request bodies pass the body guard (size limit, strict JSON), refused
+input gets a 422 that does not echo it, and the OpenAPI schema is served only with
+`API_DOCS=true`. The /docs and /redoc pages are never served: FastAPI's load their scripts
+and styles from a third-party CDN, which the admin origin must not run.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from ..container import Container, shutdown
-from . import admin, db_errors, health
+from . import admin, db_errors, health, validation
+from .body_guard import BodyGuard
 {%- if cookiecutter.include_example_domain %}
 from .orders import router as orders_router
 {%- endif %}
@@ -27,8 +34,16 @@ def create_app(container: Container | None = None) -> FastAPI:
         finally:
             await shutdown(container)
 
-    app = FastAPI(title=settings.service_name, lifespan=lifespan)
+    app = FastAPI(
+        title=settings.service_name,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json" if settings.api_docs else None,
+    )
     app.state.container = container
+    app.add_middleware(BodyGuard, max_body_bytes=settings.api_max_body_bytes)
+    validation.install(app)
     app.include_router(health.router)
     admin.install(app, settings)
     db_errors.install(app)

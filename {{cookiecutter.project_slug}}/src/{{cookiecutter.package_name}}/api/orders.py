@@ -1,4 +1,9 @@
-"""Example domain routes: each write commits the order and its outbox item together."""
+"""Example domain routes: each write commits the order and its outbox item together.
+
+Input is validated strictly (domain/rules.py): amounts are positive decimals with at most two
+places that fit the column, ids are integers within bigint, statuses follow the order state
+machine (an impossible change is 409), and a PATCH that changes nothing emits nothing.
+"""
 
 from __future__ import annotations
 
@@ -6,25 +11,54 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, status
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Depends, HTTPException, Path, status
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..domain import service
+from ..domain import rules, service
 from ..domain.models import Order
 from ..messaging.create import Outbox
 from . import deps
+from .params import StrictInt
 
 router = APIRouter(prefix="/orders", tags=["orders"])
 
 
+Amount = Annotated[
+    Decimal,
+    Field(
+        gt=0,
+        le=rules.MAX_AMOUNT,
+        max_digits=rules.AMOUNT_DIGITS,
+        decimal_places=rules.AMOUNT_DECIMALS,
+        allow_inf_nan=False,
+    ),
+    AfterValidator(rules.money),
+]
+OrderId = Annotated[StrictInt, Path(ge=1, le=rules.MAX_ORDER_ID)]
+
+
 class CreateOrder(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # NUL and unpaired surrogates never get here: the body guard refuses them in any string.
     customer_id: str = Field(min_length=1, max_length=255)
-    amount: Decimal = Field(gt=0, max_digits=14, decimal_places=2)
+    amount: Amount
 
 
 class UpdateOrder(BaseModel):
-    status: str = Field(min_length=1, max_length=64)
+    """What to change: the status, the amount, or both; at least one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: rules.OrderStatus | None = None
+    amount: Amount | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> UpdateOrder:
+        if self.status is None and self.amount is None:
+            raise ValueError("give status, amount or both")
+        return self
 
 
 class OrderOut(BaseModel):
@@ -64,18 +98,22 @@ async def create_order(body: CreateOrder, session: Session, outbox: OutboxDep) -
 
 @router.patch("/{order_id}")
 async def update_order(
-    order_id: int, body: UpdateOrder, session: Session, outbox: OutboxDep
+    order_id: OrderId, body: UpdateOrder, session: Session, outbox: OutboxDep
 ) -> OrderOut:
     try:
         async with session.begin():
-            order = await service.update_status(session, outbox, order_id, body.status)
+            order = await service.update_order(
+                session, outbox, order_id, status=body.status, amount=body.amount
+            )
     except service.OrderNotFound as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+    except rules.InvalidTransition as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     return OrderOut.of(order)
 
 
 @router.get("/{order_id}")
-async def get_order(order_id: int, session: Session) -> OrderOut:
+async def get_order(order_id: OrderId, session: Session) -> OrderOut:
     try:
         order = await service.get_order(session, order_id)
     except service.OrderNotFound as exc:

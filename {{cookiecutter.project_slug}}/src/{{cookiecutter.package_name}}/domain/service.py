@@ -13,6 +13,7 @@ from sqlalchemy.sql import func
 from ..items import {{ outbox_class }} as OutboxItem
 from ..messaging.create import Outbox
 from .models import Order
+from .rules import check_amount_editable, check_transition, money
 
 
 class OrderNotFound(LookupError):
@@ -51,19 +52,48 @@ async def create_order(
     return order
 
 
-async def update_status(session: AsyncSession, outbox: Outbox, order_id: int, status: str) -> Order:
-    # The UPDATE locks the row, so concurrent updates of one order get consecutive versions
-    # and their outbox items are inserted in version order.
+async def update_order(
+    session: AsyncSession,
+    outbox: Outbox,
+    order_id: int,
+    *,
+    status: str | None = None,
+    amount: Decimal | None = None,
+) -> Order:
+    """Change the status (along the state machine of rules.py) and/or the amount (while the
+    order is `created`). A request that changes nothing writes nothing and emits nothing.
+    Raises `OrderNotFound` or `rules.InvalidTransition`."""
+    # The row lock makes concurrent updates of one order take turns: each sees the status
+    # the previous one left, versions are consecutive and their outbox items are inserted in
+    # version order.
     order = (
         await session.execute(
-            update(Order)
+            select(Order)
             .where(Order.id == order_id)
-            .values(status=status, version=Order.version + 1, updated_at=func.now())
-            .returning(Order)
+            .with_for_update()
+            .execution_options(populate_existing=True)
         )
     ).scalar_one_or_none()
     if order is None:
         raise OrderNotFound(order_id)
+    changes: dict[str, Any] = {}
+    if status is not None and status != order.status:
+        check_transition(order.status, status)
+        changes["status"] = status
+    if amount is not None and money(amount) != order.amount:
+        check_amount_editable(order.status)
+        changes["amount"] = amount
+    if not changes:
+        return order
+    order = (
+        await session.execute(
+            update(Order)
+            .where(Order.id == order_id)
+            .values(**changes, version=Order.version + 1, updated_at=func.now())
+            .returning(Order)
+            .execution_options(populate_existing=True)
+        )
+    ).scalar_one()
     await outbox.create(
         session,
         OutboxItem,
@@ -84,6 +114,10 @@ async def get_order(session: AsyncSession, order_id: int) -> Order:
 async def apply_payment(
     session: AsyncSession, outbox: Outbox, order_id: int, amount: Decimal, payment_id: str
 ) -> Order:
+    """Add a payment to the order. `amount` must pass `rules.money` (positive, at most two
+    decimals: it is never rounded); a sum beyond Numeric(14, 2) is refused by the database
+    (numeric overflow), which fails the payment for good."""
+    amount = money(amount)
     order = (
         await session.execute(
             update(Order)

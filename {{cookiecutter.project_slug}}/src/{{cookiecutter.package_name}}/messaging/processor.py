@@ -130,8 +130,10 @@ class TransportFailed(Exception):
 
 
 def _error_text(exc: BaseException) -> str:
-    text_ = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return text_[:MAX_ERROR_LENGTH]
+    # Never the statement, its parameters or payload values (see failures.py).
+    from .failures import failure_text
+
+    return failure_text(exc)[:MAX_ERROR_LENGTH]
 
 
 class BoxProcessor:
@@ -657,9 +659,12 @@ class BoxProcessor:
             await session.execute(self._inbox_delivered_sql, {"id": item.id})
 
     def _set_failure(self, slot: Slot, exc: BaseException) -> None:
+        from .failures import is_permanent
+
         if isinstance(exc, TransportUnavailable):
             slot.result = Result.UNAVAILABLE
-        elif isinstance(exc, PermanentFailure):
+        elif isinstance(exc, PermanentFailure) or is_permanent(exc):
+            # is_permanent: also the database refusing the data itself (overflow, a check).
             slot.result = Result.PERMANENT
         else:
             slot.result = Result.FAILED

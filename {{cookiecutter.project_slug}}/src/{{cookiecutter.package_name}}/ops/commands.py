@@ -117,6 +117,7 @@ def cmd_pause(container: Container, args: argparse.Namespace) -> int:
     from ..messaging.pauses import Pause, add_pause
 
     target = _pause_target(container, args)
+    check_text("--reason", args.reason, 1000, allow_empty=True)
     actor = cli_actor(args)
 
     async def work(engine: AsyncEngine) -> int:

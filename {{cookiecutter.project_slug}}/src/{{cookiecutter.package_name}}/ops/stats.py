@@ -12,8 +12,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..messaging.pauses import list_pauses
 from ..messaging.registry import Box
 from ..messaging.status import ItemStatus
+from .errors import OpsError
 
 LAST_ERROR_CHARS = 300
+# Rows per top list; the admin API's `top` has the same bounds.
+MAX_TOP = 100
 
 
 @dataclass
@@ -92,6 +95,8 @@ def _queries(table: str) -> dict[str, Any]:
 
 
 async def box_stats(engine: AsyncEngine, box: Box, top: int = 5) -> BoxStats:
+    if not 0 <= top <= MAX_TOP:  # a negative LIMIT is an SQL error, a huge one a slow query
+        raise OpsError(f"top must be 0-{MAX_TOP}")
     queries = _queries(box.table_name)
     counts = {s.name.lower(): 0 for s in ItemStatus}
     waiting = 0
