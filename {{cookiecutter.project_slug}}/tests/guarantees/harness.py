@@ -57,13 +57,15 @@ CONSUMERS = ("consumer-0", "consumer-1")
 class Load:
     """How much each scenario writes: `keys` x `per_key` outbox items from the test's own
     transactions (a sequence number per key), `orders` through the api when the example
-    domain is baked in, and `inbox` distinct messages (plus 10% sent twice)."""
+    domain is baked in, and `inbox` distinct messages (plus 10% sent twice), produced in
+    `inbox_chunks` equal chunks spread over `seconds`."""
 
     keys: int = 20
     per_key: int = 100
     writers: int = 5
     orders: int = 200
     inbox: int = 1500
+    inbox_chunks: int = 5
     seconds: float = 6.0  # the load is spread over this long, so faults land mid-stream
 
     @property
@@ -325,12 +327,11 @@ def produce_chunk(bootstrap: str, topic: str, chunk: list[Any]) -> None:
     produce(bootstrap, topic, chunk, flush_seconds=240)
 
 
-async def produce_inbox(bootstrap: str, topic: str, messages: list[Any], seconds: float) -> None:
-    chunks = 5
-    size = -(-len(messages) // chunks)
+async def produce_inbox(bootstrap: str, topic: str, messages: list[Any], load: Load) -> None:
+    size = -(-len(messages) // load.inbox_chunks)
     for start in range(0, len(messages), size):
         await asyncio.to_thread(produce_chunk, bootstrap, topic, messages[start : start + size])
-        await asyncio.sleep(seconds / chunks)
+        await asyncio.sleep(load.seconds / load.inbox_chunks)
 
 
 # -- database and Kafka helpers ---------------------------------------------------------------
@@ -489,13 +490,18 @@ async def run_scenario(
         load = asyncio.gather(
             write_sequences(container, scenario.load, stats),
             post_orders(stack.api_url, scenario.load, stats),
-            produce_inbox(bootstrap, f"{topic}-in", messages, scenario.load.seconds),
+            produce_inbox(bootstrap, f"{topic}-in", messages, scenario.load),
         )
         if scenario.fault is not None:
-            await wait_until(
-                lambda: _delivered_at_least(container, scenario.fault_after), within=60
-            )
-            await scenario.fault(run)
+            try:
+                await wait_until(
+                    lambda: _delivered_at_least(container, scenario.fault_after), within=60
+                )
+                await scenario.fault(run)
+            except BaseException:
+                load.cancel()  # the fault's own error is the one to report
+                await asyncio.gather(load, return_exceptions=True)
+                raise
         await load
 
         async def settled() -> bool:

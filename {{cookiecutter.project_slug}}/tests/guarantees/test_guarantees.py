@@ -22,7 +22,8 @@ from .faults import (
     outage,
     skewed_clock,
 )
-from .harness import EXAMPLE_DOMAIN, Scenario
+from .harness import CONSUMERS, EXAMPLE_DOMAIN, WORKERS, Load, Scenario
+from .pg_faults import connection_killed, labelled, landed, lock_connection_killed
 from .report import Row
 from .transports import ScriptedKafkaTransport
 
@@ -122,3 +123,28 @@ async def test_clocks_skewed_an_hour_both_ways(guarantees: Guarantees) -> None:
         drain_within=60.0,
     )
     await guarantees.check(scenario, _retried_every_scripted_item)
+
+
+# The issue that added the two scenarios below saw double effects with 20,000 inbox messages
+# in flight; here 2,000 a second for 10 s, more than the workers handle, so that the backlog
+# grows to thousands while all three terminations land and the consumers store every second.
+IN_FLIGHT = Load(inbox=20_000, inbox_chunks=10, seconds=10.0)
+
+
+async def test_a_workers_lock_connection_terminated_by_the_server(
+    guarantees: Guarantees,
+) -> None:
+    scenario = Scenario("lock-conn-killed", fault=lock_connection_killed(), load=IN_FLIGHT)
+    await guarantees.check(scenario, landed("lock"))
+
+
+async def test_a_busy_connection_of_a_worker_and_of_a_consumer_terminated(
+    guarantees: Guarantees,
+) -> None:
+    scenario = Scenario(
+        "conn-killed",
+        fault=connection_killed(("worker-0", "consumer-0")),
+        worker_env=labelled((*WORKERS, *CONSUMERS)),
+        load=IN_FLIGHT,
+    )
+    await guarantees.check(scenario, landed("worker", "consumer"))
