@@ -116,8 +116,9 @@ async def inbox_in_flight(run: Run, at_least: int, within: float = 60.0) -> None
     await wait_until(enough, within=within, interval=0.1)
 
 
-async def lock_connection(run: Run, process: str, within: float = 30.0) -> Target:
-    """The backend on which `process` (a worker) holds its bucket locks, once it holds any."""
+async def lock_connection(run: Run, process: str, within: float = 30.0) -> Target | str:
+    """The backend on which `process` (a worker) holds its bucket locks, once it holds any;
+    else why there is none to strike."""
     popen = run.stack.processes[process].popen
     assert popen is not None, f"{process} was never started"
     suffix = f":{popen.pid}"
@@ -131,7 +132,7 @@ async def lock_connection(run: Run, process: str, within: float = 30.0) -> Targe
             if str(row.application_name).endswith(suffix) and row.buckets > 0:
                 return Target(int(row.pid), "lock", int(row.buckets))
         await asyncio.sleep(0.1)
-    raise AssertionError(
+    return (
         f"no lock connection of {process} (pid {popen.pid}) holding buckets within {within:.0f}s;"
         f" lock holders: {', '.join(seen) or 'none'}"
     )
@@ -139,11 +140,12 @@ async def lock_connection(run: Run, process: str, within: float = 30.0) -> Targe
 
 async def busy_connection(
     run: Run, process: str, within: float = 3.0, appear_within: float = 30.0
-) -> Target:
+) -> Target | str:
     """One of `process`'s labelled connections: a busy one if one shows up within `within`
-    seconds (polled every 10 ms) of the first one seen, else the least idle one. A consumer
-    opens its first connection only once Kafka has assigned it partitions, so the first one
-    may take up to `appear_within` seconds."""
+    seconds (polled every 10 ms) of the first one seen, else the least idle one; else why
+    there is none to strike. A consumer opens its first connection only once Kafka has
+    assigned it partitions (again after a restart), so the first one may take up to
+    `appear_within` seconds."""
     name = f"{LABEL_PREFIX}{process}"
     deadline = time.monotonic() + appear_within
     fallback: Target | None = None
@@ -160,10 +162,12 @@ async def busy_connection(
         if time.monotonic() >= deadline:
             break
         await asyncio.sleep(0.01)
-    assert fallback is not None, (
-        f"{process} opened no connection named {name!r} within {appear_within:.0f}s"
-        " (was it started with labelled()?)"
-    )
+    if fallback is None:
+        exits = run.stack.processes[process].exit_codes
+        return (
+            f"{process} had no connection named {name!r} for {appear_within:.0f}s (exit codes so"
+            f" far {exits}; was it started with labelled()?)"
+        )
     return fallback
 
 
@@ -228,6 +232,9 @@ def lock_connection_killed(
         doubled: list[int] = []
         for process in workers:
             target = await lock_connection(run, process)
+            if isinstance(target, str):
+                run.notes.append(target)  # this strike did not land; `landed` says so
+                continue
             timed += await after_its_next_statements(run, target)
             pending.append(await _inbox_pending(run))
             terminated = await _terminate(run, target)
@@ -235,7 +242,7 @@ def lock_connection_killed(
             buckets.append(target.buckets)
             await asyncio.sleep(pause)
             doubled.append(await _doubled(run))
-        run.facts["inbox_pending_min"] = min(pending)
+        run.facts["inbox_pending_min"] = min(pending, default=0)
         said = {process: _lines_about_lock_connection(run, process) for process in set(workers)}
         run.notes.append(
             f"lock connection terminated: {', '.join(workers)} (holding {buckets} bucket locks,"
@@ -266,6 +273,9 @@ def connection_killed(
             pending.append(await _inbox_pending(run))
             for process in processes:
                 target = await busy_connection(run, process)
+                if isinstance(target, str):
+                    run.notes.append(target)  # this strike did not land; `landed` says so
+                    continue
                 terminated = await _terminate(run, target)
                 _record(run, process.split("-")[0], target, terminated)
                 states[f"{process} {target.state}"] += int(terminated)
@@ -298,3 +308,12 @@ def landed(*whats: str, times: int = 3) -> Callable[[Row], list[str]]:
         return failures
 
     return check
+
+
+def survived(row: Row) -> list[str]:
+    """A scenario check: no service process exited on its own. A connection the server
+    terminated is an error to retry on a new connection (the worker's lock connection
+    included: it reconnects and takes buckets again), not a reason to exit."""
+    if row.restarts:
+        return [f"{row.restarts} service processes exited on their own (a connection drop)"]
+    return []

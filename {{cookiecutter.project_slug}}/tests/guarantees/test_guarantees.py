@@ -23,7 +23,7 @@ from .faults import (
     skewed_clock,
 )
 from .harness import CONSUMERS, EXAMPLE_DOMAIN, WORKERS, Load, Scenario
-from .pg_faults import connection_killed, labelled, landed, lock_connection_killed
+from .pg_faults import connection_killed, labelled, landed, lock_connection_killed, survived
 from .report import Row
 from .transports import ScriptedKafkaTransport
 
@@ -135,7 +135,8 @@ async def test_a_workers_lock_connection_terminated_by_the_server(
     guarantees: Guarantees,
 ) -> None:
     scenario = Scenario("lock-conn-killed", fault=lock_connection_killed(), load=IN_FLIGHT)
-    await guarantees.check(scenario, landed("lock"))
+    struck = landed("lock")
+    await guarantees.check(scenario, lambda row: struck(row) + survived(row))
 
 
 async def test_a_busy_connection_of_a_worker_and_of_a_consumer_terminated(
@@ -147,4 +148,5 @@ async def test_a_busy_connection_of_a_worker_and_of_a_consumer_terminated(
         worker_env=labelled((*WORKERS, *CONSUMERS)),
         load=IN_FLIGHT,
     )
-    await guarantees.check(scenario, landed("worker", "consumer"))
+    struck = landed("worker", "consumer")
+    await guarantees.check(scenario, lambda row: struck(row) + survived(row))
