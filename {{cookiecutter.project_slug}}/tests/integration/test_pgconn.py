@@ -93,6 +93,13 @@ async def test_refused_data_and_unavailable_databases_are_told_apart(
         True,
     ]
     assert is_unavailable(ConnectionResetError()) is True
+    # What asyncpg raised on a kept connection right after the server terminated it in the
+    # middle of an operation (the guarantees suite's conn-killed scenario): retried on a new
+    # connection, not a crash of the consumer.
+    protocol = asyncpg.InternalClientError(
+        "cannot switch to state 12; another operation (2) is in progress"
+    )
+    assert is_unavailable(protocol) is True
     assert is_unavailable(ValueError("a bug")) is False
 
 

@@ -42,8 +42,17 @@ def is_data_error(exc: BaseException) -> bool:
 def is_unavailable(exc: BaseException) -> bool:
     """True for a database error worth retrying the same work for later: anything the
     server or the connection raised that is not a refusal of the data."""
+    # InternalClientError: asyncpg found the connection's protocol in a state it cannot use
+    # (seen when the server terminated a connection in the middle of an operation); the
+    # connection is discarded (see DriverConnections) and the work retried on a new one.
     database = isinstance(
-        exc, OSError | TimeoutError | asyncpg.PostgresError | asyncpg.InterfaceError | DBAPIError
+        exc,
+        OSError
+        | TimeoutError
+        | asyncpg.PostgresError
+        | asyncpg.InterfaceError
+        | asyncpg.InternalClientError
+        | DBAPIError,
     )
     return database and not is_data_error(exc)
 

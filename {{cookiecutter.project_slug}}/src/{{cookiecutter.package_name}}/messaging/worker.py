@@ -49,6 +49,7 @@ DB_ERRORS = (
     ConnectionError,
     asyncpg.PostgresError,
     asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
 )
 
 
