@@ -15,8 +15,9 @@
 # Env: PYTHON (interpreter for the tooling venv, default python3),
 #      TEMPLATE_ALLOW_MISSING_PYTHON=1 (skip combinations whose Python is not installed),
 #      TEMPLATE_PYTHON_3_12=/abs/python3.12 etc. (use this interpreter for that version),
-#      TEMPLATE_ALL_SUITES=1 (run the baked suite of every combination, not only those
-#      marked run_suite in tests/combos.py; much slower),
+#      TEMPLATE_ALL_SUITES=1 (run the whole baked suite of every combination; by default
+#      only those marked full_suite in tests/combos.py run their fault-injection and
+#      guarantees tests, the others run the rest; much slower),
 #      TEMPLATE_SUITE_ARGS='-m "not slow"' (extra pytest args for the baked suites; for quick
 #      local runs: skips their fault-injection tests).
 #      GUARANTEES_FAST=0 (the baked suites' guarantees scenarios with the full 30 s Kafka

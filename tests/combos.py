@@ -14,20 +14,22 @@ from typing import Any
 class Combo:
     id: str
     answers: dict[str, Any] = field(default_factory=dict)
-    # Also run the baked project's own test suite (minutes each, so not for every
-    # combination; TEMPLATE_ALL_SUITES=1 runs it for all). Every combination runs
-    # `migrate` and `check-config`.
-    run_suite: bool = False
+    # Every combination runs the baked project's own test suite. With full_suite, all of
+    # it; otherwise without its fault-injection tests (`slow`) and the guarantees suite,
+    # which kill and restart processes and services for minutes and test engine code that
+    # is the same in every combination (TEMPLATE_ALL_SUITES=1 runs them everywhere).
+    # Every combination also runs `migrate` and `check-config`.
+    full_suite: bool = False
     # Also start `<slug> api` and wait for /readyz.
     run_api: bool = False
 
 
 SUPPORTED: tuple[Combo, ...] = (
-    Combo("default", run_suite=True, run_api=True),
+    Combo("default", full_suite=True, run_api=True),
     Combo(
         "hash-no-example",
         {"partition_strategy": "hash", "include_example_domain": False},
-        run_suite=True,
+        full_suite=True,
     ),
     Combo("no-otel-gitlab", {"opentelemetry": False, "ci": "gitlab"}),
     Combo("py311-ci-none", {"python_version": "3.11", "ci": "none"}),

@@ -30,7 +30,14 @@ pytestmark = [pytest.mark.bake, pytest.mark.services]
 ALL_SUITES = os.environ.get("TEMPLATE_ALL_SUITES") == "1"
 # Extra arguments for the baked suites, e.g. TEMPLATE_SUITE_ARGS='-m "not slow"' locally.
 SUITE_ARGS = shlex.split(os.environ.get("TEMPLATE_SUITE_ARGS", ""))
-SUITE = [combo for combo in SUPPORTED if combo.run_suite or ALL_SUITES]
+SUITE = list(SUPPORTED)
+# The baked suite's tests that kill processes or services (minutes each): full suites only.
+FAST_ONLY = ["-m", "not slow and not guarantees"]
+
+
+def suite_args(combo: Combo) -> list[str]:
+    """The pytest arguments for one combination's suite (before TEMPLATE_SUITE_ARGS)."""
+    return [] if combo.full_suite or ALL_SUITES else FAST_ONLY
 API = [combo for combo in SUPPORTED if combo.run_api]
 SUITE_TIMEOUT = 1800
 READY_TIMEOUT = 60
@@ -256,6 +263,7 @@ def test_generated_suite_passes(
             *("-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=5"),
             # Its temporary files live and go with ours.
             f"--basetemp={work / 'tmp'}",
+            *suite_args(combo),
             *SUITE_ARGS,
         ],
         cwd=installed.root,
@@ -265,7 +273,8 @@ def test_generated_suite_passes(
         log_file=log_file,
     )
     summary = summary_line(result.stdout) or "(no pytest summary line)"
-    args = f" {shlex.join(SUITE_ARGS)}" if SUITE_ARGS else ""
+    extra = [*suite_args(combo), *SUITE_ARGS]
+    args = f" {shlex.join(extra)}" if extra else ""
     note(f"suite of {combo.id}{args}: {summary} ({time.monotonic() - started:.0f}s with setup)")
     for line in slowest(result.stdout):
         note(f"    {line}")
