@@ -38,6 +38,8 @@ FAST_ONLY = ["-m", "not slow and not guarantees"]
 def suite_args(combo: Combo) -> list[str]:
     """The pytest arguments for one combination's suite (before TEMPLATE_SUITE_ARGS)."""
     return [] if combo.full_suite or ALL_SUITES else FAST_ONLY
+
+
 API = [combo for combo in SUPPORTED if combo.run_api]
 SUITE_TIMEOUT = 1800
 READY_TIMEOUT = 60
