@@ -169,3 +169,81 @@ async def test_refused_writes_fail_at_once_and_leak_no_values(
     for response in (*shown, listed, stats):
         for leak in (*SECRETS, "12345678", "[parameters", "INSERT INTO"):
             assert leak not in response.text, leak
+
+
+DEFERRED_TABLE = "handler_deferred_effects"
+
+
+class DeferredWriter(InboxHandler):
+    """Stores the payload's note in a table whose checks run at commit: a unique note and a
+    trigger that refuses notes starting with "trigger-"."""
+
+    async def handle(self, item: ItemRecord, payload: bytes, session: AsyncSession) -> bool:
+        await session.execute(
+            text(f"INSERT INTO {DEFERRED_TABLE} (note) VALUES (:note)"),
+            {"note": json.loads(payload)["note"]},
+        )
+        return True
+
+
+@pytest.fixture
+async def deferred_table(container: Container) -> AsyncIterator[None]:
+    statements = (
+        f"CREATE TABLE {DEFERRED_TABLE} (note text NOT NULL, CONSTRAINT {DEFERRED_TABLE}_note "
+        "UNIQUE (note) DEFERRABLE INITIALLY DEFERRED)",
+        f"CREATE FUNCTION {DEFERRED_TABLE}_check() RETURNS trigger LANGUAGE plpgsql AS $$ "
+        "BEGIN IF NEW.note LIKE 'trigger-%' THEN RAISE EXCEPTION 'note refused at commit'; "
+        "END IF; RETURN NULL; END $$",
+        f"CREATE CONSTRAINT TRIGGER {DEFERRED_TABLE}_check AFTER INSERT ON {DEFERRED_TABLE} "
+        f"DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {DEFERRED_TABLE}_check()",
+    )
+    async with container.engine().begin() as conn:
+        for statement in statements:
+            await conn.execute(text(statement))
+        await conn.execute(
+            text(f"INSERT INTO {DEFERRED_TABLE} (note) VALUES (:note)"), {"note": SECRETS[2]}
+        )
+    yield
+    async with container.engine().begin() as conn:
+        await conn.execute(text(f"DROP TABLE {DEFERRED_TABLE}"))
+        await conn.execute(text(f"DROP FUNCTION {DEFERRED_TABLE}_check()"))
+
+
+async def test_a_commit_that_refuses_the_batch_fails_only_the_item_that_causes_it(
+    container: Container, deferred_table: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Checks deferred to commit fail the whole batch transaction, not one savepoint.
+    Retried as a batch, the same batch would fail on every claim forever (and hold every
+    other item of the batch back); the items are handled again one per transaction, and
+    the refusal lands on its item as a failed attempt, bounded by max_retries."""
+    registry = make_registry(
+        inbox={"transports": [transport(DeferredWriter)], "backoff": FAST, "max_retries": 2}
+    )
+    bodies = {f"fine-{n}": {"note": f"note-{n}"} for n in range(6)}
+    bodies["unique"] = {"note": SECRETS[2]}  # collides with the row already there
+    bodies["trigger"] = {"note": "trigger-1"}  # its constraint trigger raises at commit
+    await _receive(container, bodies)
+    with caplog.at_level(logging.WARNING):
+        async with running_worker(container, registry, boxes=[INBOX_BOX]):
+            await wait_for(lambda: _settled(container), within=30)
+    items = await _items(container)
+    for n in range(6):
+        assert items[f"fine-{n}"] == (ItemStatus.DELIVERED, 0, None)
+    # A unique violation is a refusal of the data: failed for good at its first attempt.
+    assert items["unique"] == (
+        ItemStatus.FAILED,
+        1,
+        "UniqueViolationError (SQLSTATE 23505): duplicate key value violates unique "
+        f'constraint "{DEFERRED_TABLE}_note"',
+    )
+    # A trigger's exception may be transient as far as the engine knows: retried, bounded.
+    status, attempts, error = items["trigger"]
+    assert (status, attempts) == (ItemStatus.FAILED, 3)
+    assert error == "RaiseError (SQLSTATE P0001): note refused at commit"
+    async with container.engine().connect() as conn:
+        stored = (await conn.execute(text(f"SELECT note FROM {DEFERRED_TABLE}"))).scalars()
+        assert sorted(stored) == sorted([SECRETS[2], *(f"note-{n}" for n in range(6))])
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "one per transaction" in logged
+    for leak in (SECRETS[2], "trigger-1", "[parameters", "INSERT INTO", "Key ("):
+        assert leak not in logged, leak

@@ -63,6 +63,27 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
+# SQLSTATE classes of failures that trying the same work again can cure: connection
+# exceptions, transaction rollbacks (serialization failures, deadlocks), insufficient
+# resources, operator intervention (shutdown, terminated backends), system errors.
+TRANSIENT_CLASSES = frozenset({"08", "40", "53", "57", "58"})
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when the connection or the server failed, or the transaction lost a conflict:
+    the same work may succeed as it is when tried again. False for an error the work itself
+    causes every time (a refused row, a trigger's exception, a constraint checked at
+    commit, a bug), which must be pinned on an item rather than retried forever."""
+    code = sqlstate(exc)
+    if code is not None:
+        return code[:2] in TRANSIENT_CLASSES
+    return any(
+        isinstance(c, OSError | TimeoutError | asyncpg.InterfaceError | asyncpg.InternalClientError)
+        and not _is_driver_data_error(c)
+        for c in _chain(exc)
+    )
+
+
 def sqlstate(exc: BaseException) -> str | None:
     """The SQLSTATE of a database error anywhere in the exception's chain."""
     for candidate in _chain(exc):

@@ -634,17 +634,55 @@ class BoxProcessor:
                     slot.result = Result.DELIVERED
                     handled.append(slot)
         except Exception as exc:
-            log.error(
-                "box %s: inbox batch transaction failed (%s); its items stay pending",
-                self.box.name,
-                exc,
-            )
-            for slot in handled:
-                slot.result = Result.DEFERRED
+            await self._inbox_batch_failed(slots, handled, exc)
             return
         for slot in handled:
             slot.recorded = True
         self._fenced(fenced, "handled")
+
+    async def _inbox_batch_failed(
+        self, slots: list[Slot], handled: list[Slot], exc: Exception
+    ) -> None:
+        """The batch transaction failed as a whole (its commit, or the session), so nothing
+        of it committed. An outage or a lost conflict: every item stays pending, to be
+        handled again. Anything else (a constraint checked at commit, a trigger's
+        exception) would fail the same batch again on every claim: run its items again one
+        per transaction, so the refusal lands on the item that causes it, as a failed
+        attempt that retries and backoff bound."""
+        from .failures import is_transient
+
+        text = _error_text(exc)  # never the statement's parameters (payload values)
+        if is_transient(exc):
+            log.error(
+                "box %s: inbox batch transaction failed (%s); its items stay pending",
+                self.box.name,
+                text,
+            )
+            for slot in handled:
+                slot.result = Result.DEFERRED
+            return
+        if len(slots) == 1:
+            slot = slots[0]
+            log.error(
+                "box %s: inbox item %d refused at commit (%s)", self.box.name, slot.item.id, text
+            )
+            self._set_failure(slot, exc)
+            return
+        log.error(
+            "box %s: inbox batch transaction failed (%s); handling its %d items one per "
+            "transaction to find the one it fails on",
+            self.box.name,
+            text,
+            len(slots),
+        )
+        stopped: set[str] = set()
+        for slot in slots:
+            slot.result, slot.error, slot.recorded = Result.DEFERRED, "", False
+            if slot.item.event_key in stopped:
+                continue  # keep the key's order: the rest waits for the next batch
+            await self._deliver_inbox([slot])
+            if slot.result is not Result.DELIVERED:
+                stopped.add(slot.item.event_key)
 
     async def _handle_inbox(self, slot: Slot, session: AsyncSession) -> None:
         timeout = self.config.transport_timeout_seconds
