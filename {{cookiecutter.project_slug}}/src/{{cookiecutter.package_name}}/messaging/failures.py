@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 
 import asyncpg  # type: ignore[import-untyped]
-from sqlalchemy.exc import StatementError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, PendingRollbackError, StatementError
 
 from .pgconn import is_data_error
 from .transport import PermanentFailure
@@ -67,6 +67,16 @@ def _chain(exc: BaseException) -> list[BaseException]:
 # exceptions, transaction rollbacks (serialization failures, deadlocks), insufficient
 # resources, operator intervention (shutdown, terminated backends), system errors.
 TRANSIENT_CLASSES = frozenset({"08", "40", "53", "57", "58"})
+# Without a SQLSTATE: the connection itself failed, or SQLAlchemy refuses a session whose
+# connection was lost until it is rolled back.
+_CONNECTION_ERRORS = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    DisconnectionError,
+    PendingRollbackError,
+)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -78,9 +88,10 @@ def is_transient(exc: BaseException) -> bool:
     if code is not None:
         return code[:2] in TRANSIENT_CLASSES
     return any(
-        isinstance(c, OSError | TimeoutError | asyncpg.InterfaceError | asyncpg.InternalClientError)
-        and not _is_driver_data_error(c)
+        isinstance(c, _CONNECTION_ERRORS)
+        or (isinstance(c, DBAPIError) and c.connection_invalidated)
         for c in _chain(exc)
+        if not _is_driver_data_error(c)
     )
 
 
