@@ -1,21 +1,38 @@
-"""Service settings, read from the environment (12-factor).
+"""Service settings, read from the environment (12-factor) and an optional `.env` file.
 
-A missing or malformed variable fails at start with a message that names it.
+Sources, strongest first: arguments to `Settings(...)`, the real environment, the `.env`
+file in the working directory, the defaults. `NAME_FILE` variants of the secret settings
+and per-key `KAFKA_CONFIG__*` variables are read from both (see settings_sources.py).
+
+Secrets (the database URL, the admin token, the Kafka extra config and per-key variables)
+are held as `SecretStr`: `repr`, `str`, logs and validation errors show `**********`; the
+plain value is only unwrapped where it is used (`database_url`, `admin_token`,
+`kafka_config()`). A missing or malformed variable fails at start with a message that names
+it and never echoes its value.
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Self
 
-from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from .settings_sources import (
+    FileAndKafkaVariables,
+    SettingsSourceError,
+    parse_extra_config,
+)
 
 DEFAULT_BOXES_FILE = Path(__file__).resolve().parents[2] / "config" / "boxes.yaml"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # A bearer token shorter than this is guessable; a random one of 32+ characters is the advice.
 MIN_ADMIN_TOKEN_LENGTH = 16
+# Public attribute names of the secret fields: `Settings(database_url=...)`,
+# `settings.model_copy(update={"admin_token": ...})` and `settings.database_url` keep working.
+_SECRET_ALIASES = {"database_url": "database_url_secret", "admin_token": "admin_token_secret"}
 
 
 class SettingsError(RuntimeError):
@@ -23,9 +40,24 @@ class SettingsError(RuntimeError):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="",
+        case_sensitive=False,
+        extra="ignore",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        populate_by_name=True,
+        # Validation errors never echo a value: it may be a password.
+        hide_input_in_errors=True,
+    )
 
-    database_url: Annotated[str, Field(description="postgresql+asyncpg://user:pass@host:port/db")]
+    database_url_secret: Annotated[
+        SecretStr,
+        Field(
+            validation_alias=AliasChoices("database_url", "database_url_secret"),
+            description="postgresql+asyncpg://user:pass@host:port/db",
+        ),
+    ]
     kafka_bootstrap_servers: Annotated[str, Field(description="host:port[,host:port...]")]
     boxes_file: Path = DEFAULT_BOXES_FILE
     service_name: str = "{{ cookiecutter.project_slug }}"
@@ -39,9 +71,19 @@ class Settings(BaseSettings):
     # Serve the OpenAPI schema at /openapi.json (never the /docs and /redoc pages: FastAPI's
     # load their scripts from a third-party CDN). Off by default: it maps the whole API.
     api_docs: bool = False
-    # Extra librdkafka settings as "key=value,key=value" (e.g. security.protocol=SASL_SSL).
-    kafka_extra_config: str = ""
-    admin_token: str | None = None
+    # Extra librdkafka settings: a JSON object ({"ssl.cipher.suites": "A,B"}) or
+    # "key=value,key=value" (e.g. security.protocol=SASL_SSL). May hold a SASL password.
+    kafka_extra_config: SecretStr = SecretStr("")
+    # One librdkafka setting per KAFKA_CONFIG__<KEY> variable (see settings_sources.py).
+    kafka_config_vars: dict[str, SecretStr] = Field(default_factory=dict)
+    admin_token_secret: Annotated[
+        SecretStr | None,
+        Field(default=None, validation_alias=AliasChoices("admin_token", "admin_token_secret")),
+    ]
+    # NAME_FILE variants: read in settings_sources.py; declared so `.env` may hold them.
+    database_url_file: Path | None = None
+    admin_token_file: Path | None = None
+    kafka_extra_config_file: Path | None = None
     # Who the audit log names for admin API actions ("admin:<name>"); without it, the
     # token's fingerprint ("admin:token-<8 hex of its SHA-256>"), never the token itself.
     admin_token_name: str | None = Field(
@@ -59,10 +101,22 @@ class Settings(BaseSettings):
     otel_traces_exporter: str = "otlp"
 {%- endif %}
 
-    @field_validator("database_url")
     @classmethod
-    def _check_database_url(cls, value: str) -> str:
-        if not value.startswith("postgresql+asyncpg://"):
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        files = FileAndKafkaVariables(settings_cls, env_settings, dotenv_settings)
+        return init_settings, files, env_settings, dotenv_settings, file_secret_settings
+
+    @field_validator("database_url_secret")
+    @classmethod
+    def _check_database_url(cls, value: SecretStr) -> SecretStr:
+        if not value.get_secret_value().startswith("postgresql+asyncpg://"):
             raise ValueError(
                 "must start with postgresql+asyncpg:// (e.g. postgresql+asyncpg://user:pass@host:5432/db)"
             )
@@ -84,9 +138,10 @@ class Settings(BaseSettings):
             raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
         return level
 
-    @field_validator("admin_token")
+    @field_validator("admin_token_secret")
     @classmethod
-    def _check_admin_token(cls, value: str | None) -> str | None:
+    def _check_admin_token(cls, secret: SecretStr | None) -> SecretStr | None:
+        value = secret.get_secret_value() if secret is not None else ""
         if not value:
             return None  # empty: the admin API stays disabled
         if len(value) < MIN_ADMIN_TOKEN_LENGTH:
@@ -94,6 +149,21 @@ class Settings(BaseSettings):
         if not all("!" <= c <= "~" for c in value):
             # It travels in an HTTP header: anything else could never match.
             raise ValueError("must be printable ASCII without spaces")
+        return secret
+
+    @field_validator("kafka_extra_config")
+    @classmethod
+    def _check_extra_config(cls, value: SecretStr) -> SecretStr:
+        config = parse_extra_config(value.get_secret_value())
+        if "bootstrap.servers" in config:
+            raise ValueError("must not set bootstrap.servers: use KAFKA_BOOTSTRAP_SERVERS")
+        return value
+
+    @field_validator("kafka_config_vars")
+    @classmethod
+    def _check_config_vars(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        if "bootstrap.servers" in value:
+            raise ValueError("must not set bootstrap.servers: use KAFKA_BOOTSTRAP_SERVERS")
         return value
 
     @field_validator("log_format")
@@ -104,50 +174,66 @@ class Settings(BaseSettings):
         return value
 
     @property
+    def database_url(self) -> str:
+        """The database URL in clear, for the engine and migrations only: never log it."""
+        return self.database_url_secret.get_secret_value()
+
+    @property
+    def admin_token(self) -> str | None:
+        """The admin token in clear (None: admin API disabled), for comparing only."""
+        return (
+            None if self.admin_token_secret is None else self.admin_token_secret.get_secret_value()
+        )
+
+    @property
     def asyncpg_dsn(self) -> str:
         """The same database as a plain libpq/asyncpg DSN (for LISTEN and advisory locks)."""
         return self.database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """As pydantic's, also taking the public names of the secret fields in `update`
+        (`{"admin_token": "..."}`), wrapped as `SecretStr`."""
+        if update:
+            update = {
+                _SECRET_ALIASES.get(key, key): (
+                    SecretStr(value) if key in _SECRET_ALIASES and isinstance(value, str) else value
+                )
+                for key, value in update.items()
+            }
+        return super().model_copy(update=update, deep=deep)
+
     def kafka_config(self) -> dict[str, str]:
+        """librdkafka settings in clear: KAFKA_BOOTSTRAP_SERVERS, KAFKA_EXTRA_CONFIG, then
+        the KAFKA_CONFIG__* variables (which win for a key both set)."""
         config = {"bootstrap.servers": self.kafka_bootstrap_servers}
-        for pair in filter(None, (p.strip() for p in self.kafka_extra_config.split(","))):
-            key, sep, value = pair.partition("=")
-            if not sep:
-                raise SettingsError(f"KAFKA_EXTRA_CONFIG: {pair!r} is not key=value")
-            config[key.strip()] = value.strip()
+        config.update(parse_extra_config(self.kafka_extra_config.get_secret_value()))
+        config.update({k: v.get_secret_value() for k, v in self.kafka_config_vars.items()})
         return config
 
 
-# Settings that may hold secrets can come from files (Docker/Kubernetes secrets):
-# NAME_FILE=/run/secrets/name sets NAME from the file's content.
-SECRET_SETTINGS = ("DATABASE_URL", "KAFKA_EXTRA_CONFIG", "ADMIN_TOKEN")
-
-
-def _secrets_from_files() -> dict[str, str]:
-    values: dict[str, str] = {}
-    for name in SECRET_SETTINGS:
-        path = os.environ.get(f"{name}_FILE")
-        if not path:
-            continue
-        if name in os.environ:
-            raise SettingsError(f"both {name} and {name}_FILE are set; set one")
-        try:
-            values[name.lower()] = Path(path).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise SettingsError(f"{name}_FILE: cannot read {path}: {exc.strerror}") from None
-    return values
-
-
-def load_settings() -> Settings:
-    """Read settings from the environment, turning validation errors into one clear message."""
+def load_settings(**values: Any) -> Settings:
+    """Read settings from the environment and `.env`, turning validation errors into one
+    clear message that names each variable (and never shows a value)."""
     try:
-        return Settings(**_secrets_from_files())  # type: ignore[arg-type]  # values parsed by pydantic
+        return Settings(**values)
+    except SettingsSourceError as exc:
+        raise SettingsError(f"invalid settings: {exc}") from None
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
-            variable = "_".join(str(part) for part in error["loc"]).upper()
+            variable = variable_name(error["loc"])
             if error["type"] == "missing":
                 problems.append(f"{variable} is not set")
             else:
                 problems.append(f"{variable} is invalid: {error['msg']}")
         raise SettingsError("invalid settings: " + "; ".join(problems)) from None
+
+
+def variable_name(loc: tuple[int | str, ...]) -> str:
+    """The environment variable of a validation error's location."""
+    parts = [str(part) for part in loc]
+    if parts and parts[0] == "kafka_config_vars":
+        key = parts[1] if len(parts) > 1 else "*"
+        return "KAFKA_CONFIG__" + key.replace(".", "__").upper()
+    name = parts[0] if parts else ""
+    return name.removesuffix("_secret").upper()
