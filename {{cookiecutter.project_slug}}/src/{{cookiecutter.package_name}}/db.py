@@ -1,4 +1,10 @@
-"""The declarative base and the async engine."""
+"""The declarative base and the async engine.
+{%- if cookiecutter.opentelemetry %}
+
+Every engine made here is handed to telemetry, which traces its statements (one span per
+statement, inside a trace) once telemetry is on.
+{%- endif %}
+"""
 
 from __future__ import annotations
 
@@ -25,13 +31,19 @@ class Base(DeclarativeBase):
 
 
 def create_engine(database_url: str, pool_size: int = 10) -> AsyncEngine:
-    return create_async_engine(
+    engine = create_async_engine(
         database_url,
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_pre_ping=True,
         pool_recycle=1800,
     )
+{%- if cookiecutter.opentelemetry %}
+    from .telemetry_clients import trace_statements
+
+    trace_statements(engine)
+{%- endif %}
+    return engine
 
 
 def create_session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

@@ -8,7 +8,10 @@
 - Metrics use the OpenTelemetry API and are served in Prometheus format (`/metrics` on the
   api, and on the probe port of worker and consumer); with OTEL_EXPORTER_OTLP_ENDPOINT set
   they are pushed over OTLP too.
-- Log records get `trace_id` and `span_id` when a span is current.
+- Client spans: one per SQL statement inside a trace, one per httpx request
+  (`telemetry_clients`).
+- Log records get `trace_id` and `span_id` when a span is current; with an OTLP endpoint
+  they are exported over OTLP too (`telemetry_logs`).
 
 Configuration is the standard OTEL_* environment (OTEL_SDK_DISABLED, OTEL_SERVICE_NAME,
 OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_SAMPLER, ...).
@@ -16,11 +19,14 @@ OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_SAMPLER, ...).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
+from typing import Any
 from uuid import UUID
 
 from fastapi import FastAPI, Response
@@ -41,6 +47,8 @@ from .messaging.observe import Observer, ProcessScope, PublishSpan
 from .messaging.registry import Box
 from .messaging.transport import ItemRecord
 from .settings import Settings
+from .telemetry_clients import instrument_clients
+from .telemetry_logs import install_log_export
 
 log = logging.getLogger(__name__)
 # Seconds: from a millisecond relay to a five-minute backlog.
@@ -81,18 +89,31 @@ def configure(settings: Settings) -> None:
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
 
     readers.append(PrometheusMetricReader())
-    if settings.otel_exporter_otlp_endpoint:
+    endpoint = settings.otel_exporter_otlp_endpoint
+    if endpoint:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         if settings.otel_traces_exporter == "otlp":
-            tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
-        log.info("telemetry: exporting to %s", settings.otel_exporter_otlp_endpoint)
+            spans = OTLPSpanExporter(endpoint=_signal_endpoint(endpoint, "traces"))
+            tracer_provider.add_span_processor(BatchSpanProcessor(spans))
+        metric_exporter = OTLPMetricExporter(endpoint=_signal_endpoint(endpoint, "metrics"))
+        readers.append(PeriodicExportingMetricReader(metric_exporter))
+        log.info("telemetry: exporting to %s", endpoint)
     trace.set_tracer_provider(tracer_provider)
     metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
     for handler in logging.getLogger().handlers:
         handler.addFilter(TraceContextFilter())
+    instrument_clients(tracer_provider)
+    install_log_export(settings, resource)
+
+
+def _signal_endpoint(endpoint: str, signal: str) -> str:
+    """OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT if set, else the endpoint's /v1/<signal> (the
+    endpoint comes from the settings, which may read it from a file the exporter does not
+    see, so it is passed explicitly)."""
+    specific = os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
+    return specific or f"{endpoint.rstrip('/')}/v1/{signal}"
 
 
 class TraceContextFilter(logging.Filter):
@@ -372,6 +393,15 @@ class OtelObserver(Observer):
             },
         )
         return _Publish(span)
+
+    @contextlib.contextmanager
+    def continuing(self, headers: Mapping[str, Any]) -> Iterator[None]:
+        carrier = {k: v for k, v in headers.items() if isinstance(v, str)}
+        token = otel_context.attach(propagate.extract(carrier))
+        try:
+            yield
+        finally:
+            otel_context.detach(token)
 
     def received(
         self, box: Box, topic: str, partition: int, offset: int, headers: Mapping[str, str]

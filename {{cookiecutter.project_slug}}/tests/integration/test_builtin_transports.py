@@ -17,23 +17,30 @@ from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
 
 from ..support import OutboxItem, make_registry, running_worker, transport, wait_for
 
+# One received request's header lines, in order: (lower-case name, value).
+HeaderLines = list[tuple[str, str]]
+
 
 @asynccontextmanager
 async def webhook_server(
     statuses: dict[str, int],
-) -> AsyncIterator[tuple[int, list[tuple[str, bytes]]]]:
-    """A local HTTP server answering by event name; records (idempotency key, body)."""
+) -> AsyncIterator[tuple[int, list[tuple[str, bytes]], list[HeaderLines]]]:
+    """A local HTTP server answering by event name; records (idempotency key, body) and
+    every request's header lines."""
     received: list[tuple[str, bytes]] = []
+    heads: list[HeaderLines] = []
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = (await reader.readuntil(b"\r\n\r\n")).decode()
-        headers = {
-            k.strip().lower(): v.strip()
+        lines = [
+            (k.strip().lower(), v.strip())
             for k, _, v in (line.partition(":") for line in head.split("\r\n")[1:])
             if k
-        }
+        ]
+        headers = dict(lines)
         body = await reader.readexactly(int(headers.get("content-length", "0")))
         received.append((headers["idempotency-key"], body))
+        heads.append(lines)
         status = statuses.get(headers.get("x-event-name", ""), 200)
         writer.write(
             f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode()
@@ -44,10 +51,15 @@ async def webhook_server(
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
-        yield port, received
+        yield port, received, heads
     finally:
         server.close()
         await server.wait_closed()
+
+
+def values(lines: HeaderLines, name: str) -> list[str]:
+    """Every value sent under `name` (a header sent twice shows twice)."""
+    return [v for k, v in lines if k == name]
 
 
 async def create(container: Container, events: list[str]) -> None:
@@ -83,7 +95,7 @@ async def _finished(container: Container, expected: int) -> bool:
 
 
 async def test_webhook_outcomes_follow_http_status(container: Container) -> None:
-    async with webhook_server({"refused": 422, "broken": 503}) as (port, received):
+    async with webhook_server({"refused": 422, "broken": 503}) as (port, received, _):
         registry = make_registry(
             outbox={
                 "transports": [
@@ -109,6 +121,55 @@ async def test_webhook_outcomes_follow_http_status(container: Container) -> None
     )
     assert len(received) == 3
     assert all(len(key) == 36 for key, _ in received)  # the message id as Idempotency-Key
+
+
+async def test_the_webhook_keeps_a_configured_content_type_and_defaults_it(
+    container: Container,
+) -> None:
+    async with webhook_server({}) as (port, _, heads):
+        url = f"http://127.0.0.1:{port}/hook"
+        cloud = transport(
+            HttpWebhookTransport,
+            url=url,
+            headers={"content-TYPE": "application/cloudevents+json", "X-Tenant": "t-1"},
+        )
+        plain = transport(HttpWebhookTransport, url=url)
+        cloud["event_name"], plain["event_name"] = "cloud", "plain"
+        registry = make_registry(outbox={"transports": [cloud, plain]})
+        await create(container, ["cloud", "plain"])
+        async with running_worker(container, registry):
+            await wait_for(lambda: _finished(container, 2), within=20)
+    assert len(heads) == 2
+    by_event = {values(lines, "x-event-name")[0]: lines for lines in heads}
+    assert values(by_event["cloud"], "content-type") == ["application/cloudevents+json"]
+    assert values(by_event["cloud"], "x-tenant") == ["t-1"]
+    assert values(by_event["plain"], "content-type") == ["application/json"]
+    assert values(by_event["plain"], "x-tenant") == []
+{%- if not cookiecutter.opentelemetry %}
+
+
+async def test_the_webhook_sends_the_items_trace_context(container: Container) -> None:
+    """Without OpenTelemetry in this service, the trace context an item was created with
+    (e.g. by an upstream service's trace) still reaches the receiver, unchanged."""
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    async with webhook_server({}) as (port, _, heads):
+        url = f"http://127.0.0.1:{port}/hook"
+        registry = make_registry(outbox={"transports": [transport(HttpWebhookTransport, url=url)]})
+        async with container.session_factory()() as session, session.begin():
+            await container.outbox().create(
+                session,
+                OutboxItem,
+                event_key="1",
+                event_name="traced",
+                payload={},
+                headers={"traceparent": traceparent, "tracestate": "vendor=1"},
+            )
+        async with running_worker(container, registry):
+            await wait_for(lambda: _finished(container, 1), within=20)
+    assert len(heads) == 1
+    assert values(heads[0], "traceparent") == [traceparent]
+    assert values(heads[0], "tracestate") == ["vendor=1"]
+{%- endif %}
 
 
 async def test_an_unreachable_webhook_consumes_no_retry(container: Container) -> None:

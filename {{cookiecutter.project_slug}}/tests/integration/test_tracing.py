@@ -1,4 +1,5 @@
-"""One trace end to end, and metrics that count exactly (generated with OpenTelemetry)."""
+"""One trace end to end (database statements and webhooks included), and metrics that count
+exactly (generated with OpenTelemetry)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from {{ cookiecutter.package_name }}.container import Container
+from {{ cookiecutter.package_name }}.messaging.builtin_transports import HttpWebhookTransport
 from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
 from {{ cookiecutter.package_name }}.telemetry import render_metrics
+from {{ cookiecutter.package_name }}.telemetry_clients import DB_INSTRUMENTATION
 
 from ..support import (
     INBOX_BOX,
@@ -29,6 +32,7 @@ from ..support import (
     transport,
     wait_for,
 )
+from .test_builtin_transports import values, webhook_server
 from .test_inbox import running_consumer
 
 
@@ -67,6 +71,84 @@ def by_name(finished: tuple[ReadableSpan, ...], name: str) -> ReadableSpan:
 
 def parent_of(span: ReadableSpan) -> int | None:
     return span.parent.span_id if span.parent is not None else None
+
+
+def scope_of(span: ReadableSpan) -> str:
+    return span.instrumentation_scope.name if span.instrumentation_scope else ""
+
+
+async def test_statements_are_one_span_each_and_only_inside_a_trace(
+    container: Container, spans: InMemorySpanExporter
+) -> None:
+    tracer = trace.get_tracer("test")
+    async with container.session_factory()() as session:
+        await session.execute(text("SELECT 41"))  # no trace current: no span
+        with tracer.start_as_current_span("GET /things", kind=trace.SpanKind.SERVER) as request:
+            for n in range(3):
+                assert (await session.execute(text(f"SELECT {n} + 1"))).scalar_one() == n + 1
+        await session.execute(text("SELECT 42"))
+        await session.commit()
+    statements = [s for s in spans.get_finished_spans() if scope_of(s) == DB_INSTRUMENTATION]
+    # One span per statement (not one from SQLAlchemy and one from the driver), all children
+    # of the span current when they ran; the statements outside it made none.
+    assert len(statements) == 3, [s.name for s in statements]
+    parent = request.get_span_context()
+    assert {s.context.trace_id for s in statements} == {parent.trace_id}
+    assert {parent_of(s) for s in statements} == {parent.span_id}
+    assert {s.kind for s in statements} == {trace.SpanKind.CLIENT}
+    texts = sorted(
+        str(s.attributes.get("db.query.text") or s.attributes.get("db.statement"))
+        for s in statements
+        if s.attributes is not None
+    )
+    assert texts == ["SELECT 0 + 1", "SELECT 1 + 1", "SELECT 2 + 1"]
+    for span in statements:
+        assert span.attributes is not None
+        system = span.attributes.get("db.system.name") or span.attributes.get("db.system")
+        assert system == "postgresql"
+
+
+async def test_a_webhook_continues_the_items_trace(
+    container: Container, spans: InMemorySpanExporter
+) -> None:
+    tracer = trace.get_tracer("test")
+    async with webhook_server({}) as (port, _, heads):
+        hook = transport(
+            HttpWebhookTransport,
+            url=f"http://127.0.0.1:{port}/hook",
+            headers={"Content-Type": "application/cloudevents+json"},
+        )
+        registry = make_registry(outbox={"transports": [hook]})
+        with tracer.start_as_current_span("POST /things", kind=trace.SpanKind.SERVER) as request:
+            async with container.session_factory()() as session, session.begin():
+                await container.outbox().create(
+                    session, OutboxItem, event_key="1", event_name="hooked", payload={}
+                )
+        async with running_worker(container, registry):
+            await wait_for(lambda: _at_least(container, OutboxItem, 1), within=20)
+        await asyncio.sleep(0.2)
+    assert len(heads) == 1
+    lines = heads[0]
+    assert values(lines, "content-type") == ["application/cloudevents+json"]
+    (traceparent,) = values(lines, "traceparent")
+    version, trace_id, parent_id, flags = traceparent.split("-")
+    assert version == "00"
+    assert int(flags, 16) & 1  # sampled
+    # The receiver continues the trace of the request that created the item...
+    assert int(trace_id, 16) == request.get_span_context().trace_id
+    finished = spans.get_finished_spans()
+    process = by_name(finished, f"{OUTBOX_BOX} process")
+    clients = [
+        s for s in finished if s.kind == trace.SpanKind.CLIENT and scope_of(s).endswith(".httpx")
+    ]
+    assert len(clients) == 1, [(s.name, scope_of(s)) for s in finished]
+    # ...as a child of the HTTP client span, itself a child of the item's process span.
+    assert int(parent_id, 16) == clients[0].context.span_id
+    assert parent_of(clients[0]) == process.context.span_id
+    attributes = clients[0].attributes
+    assert attributes is not None
+    status = attributes.get("http.response.status_code") or attributes.get("http.status_code")
+    assert status == 200
 
 
 async def test_one_trace_from_request_to_inbox_handler(
@@ -108,6 +190,15 @@ async def test_one_trace_from_request_to_inbox_handler(
     handle = by_name(finished, f"{INBOX_BOX} process")
     chain = [request, create, process, publish, receive, handle]
     assert len({s.context.trace_id for s in chain}) == 1
+    # The item's INSERT is a database span of the request's trace.
+    inserts = [
+        s
+        for s in finished
+        if scope_of(s) == DB_INSTRUMENTATION
+        and s.context.trace_id == request.context.trace_id
+        and s.name.startswith("INSERT")
+    ]
+    assert inserts, [s.name for s in finished if s.context.trace_id == request.context.trace_id]
     assert parent_of(create) is not None
     assert parent_of(process) == create.context.span_id
     assert parent_of(publish) == process.context.span_id

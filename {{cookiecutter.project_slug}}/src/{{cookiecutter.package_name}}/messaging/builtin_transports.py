@@ -151,8 +151,18 @@ class KafkaTransport(PipelinedTransport):
         return future
 
 
+# Item header names that carry its W3C trace context; the webhook sends them as HTTP headers.
+TRACE_HEADERS = ("traceparent", "tracestate")
+
+
 class HttpWebhookTransport(Transport):
-    """POST the payload to a URL; 2xx is success, 4xx fails at once, 5xx/network retry."""
+    """POST the payload to a URL; 2xx is success, 4xx fails at once, 5xx/network retry.
+
+    Headers: the configured ones; `Content-Type: application/json` unless one is configured
+    (in any letter case); `Idempotency-Key` (the message id) and `X-Event-Name`; and the
+    item's `traceparent`/`tracestate`, so the item's trace continues at the receiver. The
+    request runs in the item's trace context: an instrumented HTTP client makes its span a
+    child of the item's and sends that span as the receiver's parent (same trace id)."""
 
     def __init__(
         self,
@@ -166,25 +176,33 @@ class HttpWebhookTransport(Transport):
         self.url = url
         self.method = method.upper()
         self.headers = dict(headers or {})
+        if not any(name.lower() == "content-type" for name in self.headers):
+            self.headers["Content-Type"] = "application/json"
         self.timeout = timeout_seconds
         self._http: httpx.AsyncClient | None = None
+        self._observer = Observer()
 
     async def setup(self, resources: Resources) -> None:
         self._http = resources.http
+        self._observer = resources.observer
 
     async def __call__(self, item: ItemRecord, payload: bytes) -> bool:
         if self._http is None:
             raise TransportUnavailable("HttpWebhookTransport used before setup()")
         headers = {
             **self.headers,
-            "Content-Type": "application/json",
             "Idempotency-Key": str(item.uuid),
             "X-Event-Name": item.event_name,
         }
+        for name in TRACE_HEADERS:
+            value = item.headers.get(name)
+            if isinstance(value, str):
+                headers[name] = value
         try:
-            response = await self._http.request(
-                self.method, self.url, content=payload, headers=headers, timeout=self.timeout
-            )
+            with self._observer.continuing(item.headers):
+                response = await self._http.request(
+                    self.method, self.url, content=payload, headers=headers, timeout=self.timeout
+                )
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise TransportUnavailable(f"webhook {self.url}: {exc}") from None
         if 200 <= response.status_code < 300:

@@ -8,9 +8,10 @@ metrics.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .registry import Box
@@ -76,6 +77,12 @@ class Observer:
 
     def publishing(self, item: ItemRecord, destination: str) -> PublishSpan:
         return NO_SPAN
+
+    def continuing(self, headers: Mapping[str, Any]) -> contextlib.AbstractContextManager[None]:
+        """Runs what is inside in the trace context that `headers` (an item's) carry, so that
+        an instrumented client a transport calls (an HTTP client span) joins the item's
+        trace instead of starting one."""
+        return contextlib.nullcontext()
 
     def received(
         self, box: Box, topic: str, partition: int, offset: int, headers: Mapping[str, str]
