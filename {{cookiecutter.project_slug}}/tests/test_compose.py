@@ -1,17 +1,21 @@
 """The docker compose stack and the image, checked without starting anything: which services
 run, in which order they start, that every app service runs a subcommand the CLI has, that the
-shared environment is valid settings, and that the image runs as a non-root user."""
+shared environment is valid settings, that every image is pinned to a tag, and that the image
+runs as a non-root user and installs exactly the locked dependencies with a pinned uv."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 import yaml
+from typer.core import TyperGroup
 
-from {{ cookiecutter.package_name }}.cli import build_parser
+from {{ cookiecutter.package_name }}.cli import app
 from {{ cookiecutter.package_name }}.messaging.config import load_boxes
 from {{ cookiecutter.package_name }}.settings import load_settings
 
@@ -104,11 +108,15 @@ def test_app_services_start_after_migrations_and_kafka(
 @pytest.mark.parametrize("name", APP_SERVICES)
 def test_app_services_run_a_cli_subcommand(services: dict[str, Service], name: str) -> None:
     argv = command(services[name])
+    root = typer.main.get_command(app)
+    assert isinstance(root, TyperGroup)
+    assert argv[0] == name
+    subcommand = root.commands.get(argv[0])
+    assert subcommand is not None, f"{name}: the CLI has no `{argv[0]}` command"
     try:
-        args = build_parser().parse_args(argv)
-    except SystemExit:
-        pytest.fail(f"{name}: `{SCRIPT} {shlex.join(argv)}` is not a valid command line")
-    assert args.command == name
+        subcommand.make_context(argv[0], argv[1:])
+    except typer.TyperException as exc:
+        pytest.fail(f"{name}: `{SCRIPT} {shlex.join(argv)}` is not a valid command line: {exc}")
 
 
 def test_app_services_share_one_image_built_here(services: dict[str, Service]) -> None:
@@ -172,6 +180,32 @@ def test_telemetry_receives_otlp(services: dict[str, Service]) -> None:
     names = {environment(services[name])["OTEL_SERVICE_NAME"] for name in APP_SERVICES}
     assert len(names) == len(APP_SERVICES)
 {%- endif %}
+
+
+def test_every_third_party_image_is_pinned_to_a_tag(services: dict[str, Service]) -> None:
+    """A moving `latest` (or no tag) changes the stack under a clean checkout."""
+    app_image = services["api"]["image"]
+    for name, service in services.items():
+        image = str(service["image"])
+        if image == app_image:
+            continue
+        _, _, tag = image.partition("@")[0].rpartition("/")[2].partition(":")
+        assert tag, f"{name}: image {image} has no tag"
+        assert tag != "latest", f"{name}: image {image} is not pinned"
+        assert re.search(r"\d", tag), f"{name}: image {image} has no version in its tag"
+
+
+def test_image_installs_exactly_the_lock_with_a_pinned_uv() -> None:
+    instructions = dockerfile()
+    runs = [args for keyword, args in instructions if keyword == "RUN"]
+    args = dict(args.split("=", 1) for keyword, args in instructions if keyword == "ARG")
+    assert re.fullmatch(r"\d+\.\d+\.\d+", args.get("UV_VERSION", "")), "uv is not pinned"
+    assert any('pip install "uv==${UV_VERSION}"' in run for run in runs)
+    syncs = [run for run in runs if "uv sync" in run]
+    assert len(syncs) == 2
+    assert all("--locked" in run for run in syncs)
+    assert "test -f uv.lock" in syncs[0], "a missing lock must stop the build with a message"
+    assert not any("uv pip" in run or "pip install -r" in run for run in runs)
 
 
 def test_image_is_python_slim_non_root_and_runs_the_cli() -> None:
