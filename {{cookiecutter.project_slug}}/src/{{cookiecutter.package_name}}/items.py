@@ -3,17 +3,36 @@
 """The service's outbox and inbox items: one table each (user-editable).
 
 Add boxes with `{{ cookiecutter.project_slug }} generate item NAME --kind outbox|inbox`.
+
+`event_types` declares the pydantic model of each event of a box (messaging/events.py): the
+payloads `create` accepts for it, what `EventHandler`s parse, and the contract published in
+contracts/asyncapi.json (`{{ cookiecutter.project_slug }} asyncapi`).
 """
 
 from __future__ import annotations
 
 from .db import Base
+{%- if cookiecutter.include_example_domain %}
+from .domain.events import OrderCreated, OrderPaid, OrderUpdated, PaymentReceived
+{%- endif %}
+from .messaging.events import EventTypes
 from .messaging.models import InboxItemMixin, OutboxItemMixin
 
 
 class {{ outbox_class }}(OutboxItemMixin, Base):
     __tablename__ = "{{ cookiecutter.outbox_item }}_outbox_items"
+{%- if cookiecutter.include_example_domain %}
+    event_types = EventTypes(OrderCreated, OrderUpdated, OrderPaid)
+{%- else %}
+    # e.g. EventTypes(ThingCreated, ThingUpdated): models of `Event` with an event_name
+    event_types = EventTypes()
+{%- endif %}
 
 
 class {{ inbox_class }}(InboxItemMixin, Base):
     __tablename__ = "{{ cookiecutter.inbox_item }}_inbox_items"
+{%- if cookiecutter.include_example_domain %}
+    event_types = EventTypes(PaymentReceived)
+{%- else %}
+    event_types = EventTypes()
+{%- endif %}

@@ -99,7 +99,7 @@ async def test_an_operator_finds_a_failed_item_retries_it_and_watches_it_deliver
     async with running_worker(container, registry, boxes=[OUTBOX_BOX]):
         async with container.session_factory()() as session, session.begin():
             await container.outbox().create(
-                session, OutboxItem, event_key="42", event_name="order_created", payload={"a": 1}
+                session, OutboxItem, event_key="42", event_name="thing_created", payload={"a": 1}
             )
         await wait_for(lambda: _has(container, ItemStatus.FAILED, 1))
         async with container.session_factory()() as session, session.begin():
@@ -107,7 +107,7 @@ async def test_an_operator_finds_a_failed_item_retries_it_and_watches_it_deliver
                 session,
                 OutboxItem,
                 [
-                    {"event_key": str(n), "event_name": "order_updated", "payload": {}}
+                    {"event_key": str(n), "event_name": "thing_updated", "payload": {}}
                     for n in range(3)
                 ],
             )
@@ -207,12 +207,12 @@ async def test_an_operator_parks_a_blocked_keys_head_and_reads_the_audit_log(
     async with running_worker(container, registry, boxes=[OUTBOX_BOX]):
         async with container.session_factory()() as session, session.begin():
             await container.outbox().create(
-                session, OutboxItem, event_key="7", event_name="order_created", payload={}
+                session, OutboxItem, event_key="7", event_name="thing_created", payload={}
             )
         await wait_for(lambda: _has(container, ItemStatus.FAILED, 1))
         async with container.session_factory()() as session, session.begin():
             await container.outbox().create(
-                session, OutboxItem, event_key="7", event_name="order_updated", payload={}
+                session, OutboxItem, event_key="7", event_name="thing_updated", payload={}
             )
         await asyncio.sleep(1.5)  # the strict box holds key 7 back behind its failed head
         assert await count(container, ItemStatus.PENDING) == 1

@@ -51,7 +51,7 @@ async def test_a_committed_item_has_its_bucket_chain_and_payload(container: Cont
             session,
             OutboxItem,
             event_key=4242,
-            event_name="order_created",
+            event_name="thing_created",
             payload={"id": 4242, "when": uuid.UUID(int=1)},
             headers={"tenant": "acme"},
         )

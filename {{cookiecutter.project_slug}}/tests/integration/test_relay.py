@@ -79,7 +79,7 @@ async def test_relay_delivers_every_item_to_kafka_in_key_order(
 ) -> None:
     registry = make_registry()
     keys = 20
-    specs = [(str(n % keys), "order_updated", {"seq": n}) for n in range(2000)]
+    specs = [(str(n % keys), "thing_updated", {"seq": n}) for n in range(2000)]
     for start in range(0, len(specs), 500):
         await create(container, specs[start : start + 500])
     async with running_worker(container, registry, concurrency=2):
@@ -92,7 +92,7 @@ async def test_relay_delivers_every_item_to_kafka_in_key_order(
     assert len(per_key) == keys
     assert order_violations(per_key) == 0
     first = received[0]
-    assert first.headers["event-name"] == "order_updated"
+    assert first.headers["event-name"] == "thing_updated"
     assert first.headers["hop"] == "0"
     assert first.headers["correlation-id"] == first.headers["message-id"]
     assert "created-at" in first.headers
@@ -408,7 +408,7 @@ async def test_claims_stay_on_the_index_after_a_plan_made_on_an_empty_table(
                 ),
                 {"buckets": len(buckets)},
             )
-        await create(container, [("k", "order_updated", {"n": 1})])
+        await create(container, [("k", "thing_updated", {"n": 1})])
         claimed = [item.event_key for item, _ in await processor.claim(buckets)]
         # The plan the claim runs on, from its own connection's cache. (A pooled connection
         # also keeps the statements earlier users prepared, e.g. another box's claim.)

@@ -12,6 +12,7 @@ from sqlalchemy.sql import func
 
 from ..items import {{ outbox_class }} as OutboxItem
 from ..messaging.create import Outbox
+from .events import OrderCreated, OrderPaid, OrderUpdated
 from .models import Order
 from .rules import check_amount_editable, check_transition, money
 
@@ -22,7 +23,8 @@ class OrderNotFound(LookupError):
         self.order_id = order_id
 
 
-def order_payload(order: Order) -> dict[str, Any]:
+def order_fields(order: Order) -> dict[str, Any]:
+    """The order as its events carry it (domain/events.py: OrderState)."""
     return {
         "id": order.id,
         "customer_id": order.customer_id,
@@ -43,11 +45,7 @@ async def create_order(
     await session.flush()
     await session.refresh(order)
     await outbox.create(
-        session,
-        OutboxItem,
-        event_key=order.id,
-        event_name="order_created",
-        payload=order_payload(order),
+        session, OutboxItem, event_key=order.id, payload=OrderCreated(**order_fields(order))
     )
     return order
 
@@ -95,11 +93,7 @@ async def update_order(
         )
     ).scalar_one()
     await outbox.create(
-        session,
-        OutboxItem,
-        event_key=order.id,
-        event_name="order_updated",
-        payload=order_payload(order),
+        session, OutboxItem, event_key=order.id, payload=OrderUpdated(**order_fields(order))
     )
     return order
 
@@ -132,10 +126,8 @@ async def apply_payment(
     ).scalar_one_or_none()
     if order is None:
         raise OrderNotFound(order_id)
-    payload = {**order_payload(order), "payment_id": payment_id, "payment_amount": float(amount)}
-    await outbox.create(
-        session, OutboxItem, event_key=order.id, event_name="order_paid", payload=payload
-    )
+    paid = OrderPaid(**order_fields(order), payment_id=payment_id, payment_amount=float(amount))
+    await outbox.create(session, OutboxItem, event_key=order.id, payload=paid)
     return order
 
 

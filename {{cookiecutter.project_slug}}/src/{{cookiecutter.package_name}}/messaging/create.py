@@ -2,11 +2,16 @@
 
     async with session.begin():
         session.add(order)
-        await outbox.create(session, OrderOutboxItem, event_key=str(order.id),
-                            event_name="order_created", payload={"id": order.id})
+        await outbox.create(session, OrderOutboxItem, event_key=order.id,
+                            payload=OrderCreated(id=order.id, ...))
 
 The rows are inserted on the caller's session, so they commit or roll back with the
 business change. A NOTIFY in the same transaction wakes the workers when it commits.
+
+A payload is an event model instance (its event name is the one the box's `EventTypes`
+gives its class, or the model's `event_name`), a dict/list (compact JSON), str or bytes. A
+payload of an event whose box declares a model is validated against it here, once (see
+events.py), and gets the `content-type` and `schema-version` headers.
 """
 
 from __future__ import annotations
@@ -20,18 +25,20 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy import TextClause, event, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from .chain import chain_headers
+from .events import encode_event
 from .flush_context import current_context
 from .middleware import CreateCall, CreateMiddleware, NewItem, wrap_create
 from .observe import Observer
 from .registry import Box, BoxRegistry
 from .shards import Category, ShardError, infer_shard_identifier, shard_headers
 
-Payload = bytes | str | Mapping[str, Any] | Sequence[Any] | int | float | bool | None
+Payload = bytes | str | Mapping[str, Any] | Sequence[Any] | int | float | bool | BaseModel | None
 
 RESERVED_HEADERS = frozenset({"correlation-id", "causation-id", "hop"})
 
@@ -49,11 +56,13 @@ def _json_default(value: Any) -> Any:
 
 
 def encode_payload(payload: Payload) -> bytes:
-    """bytes pass through, str is UTF-8, anything else is compact JSON."""
+    """bytes pass through, str is UTF-8, a model is its JSON, anything else compact JSON."""
     if isinstance(payload, bytes):
         return payload
     if isinstance(payload, str):
         return payload.encode("utf-8")
+    if isinstance(payload, BaseModel):
+        payload = payload.model_dump(mode="json")
     return json.dumps(payload, separators=(",", ":"), default=_json_default).encode("utf-8")
 
 
@@ -76,14 +85,15 @@ class Outbox:
         item_class: type[Any],
         *,
         event_key: str | int,
-        event_name: str,
+        event_name: str | None = None,
         payload: Payload,
         headers: Mapping[str, str] | None = None,
         message_id: uuid.UUID | None = None,
     ) -> uuid.UUID:
-        """Add one item to the caller's transaction and return its message id."""
-        item = self._new_item(event_key, event_name, payload, headers, message_id)
+        """Add one item to the caller's transaction and return its message id. The event
+        name may be left out when the payload is an event model instance."""
         box = self._registry.for_item_class(item_class)
+        item = self._new_item(box, event_key, event_name, payload, headers, message_id)
         ids = await self._run(CreateCall(box=box, session=session, items=[item], is_batch=False))
         return ids[0]
 
@@ -96,6 +106,7 @@ class Outbox:
         """Add several items in one statement; each mapping takes the arguments of `create`."""
         if not items:
             return []
+        box = self._registry.for_item_class(item_class)
         new_items = []
         for index, spec in enumerate(items):
             unknown = set(spec) - {"event_key", "event_name", "payload", "headers", "message_id"}
@@ -104,8 +115,11 @@ class Outbox:
             try:
                 new_items.append(
                     self._new_item(
+                        box,
                         spec["event_key"],
-                        spec["event_name"],
+                        spec.get("event_name")
+                        if isinstance(spec.get("payload"), BaseModel)
+                        else spec["event_name"],
                         spec.get("payload"),
                         spec.get("headers"),
                         spec.get("message_id"),
@@ -113,7 +127,8 @@ class Outbox:
                 )
             except KeyError as exc:
                 raise TypeError(f"create_batch item {index}: missing {exc.args[0]!r}") from None
-        box = self._registry.for_item_class(item_class)
+            except ValueError as exc:
+                raise type(exc)(f"create_batch item {index}: {exc}") from None
         return await self._run(CreateCall(box=box, session=session, items=new_items, is_batch=True))
 
     async def create_for(
@@ -141,16 +156,17 @@ class Outbox:
                 raise ShardError(
                     f"category {category.name}: give object_identifier= (the instance has no id)"
                 )
-        item = self._new_item(shard_identifier, category.name, payload, headers, None)
-        item.headers.update(shard_headers(category, object_identifier))
         box = self._registry.for_item_class(item_class)
+        item = self._new_item(box, shard_identifier, category.name, payload, headers, None)
+        item.headers.update(shard_headers(category, object_identifier))
         ids = await self._run(CreateCall(box=box, session=session, items=[item], is_batch=False))
         return ids[0]
 
     @staticmethod
     def _new_item(
+        box: Box,
         event_key: str | int,
-        event_name: str,
+        event_name: str | None,
         payload: Payload,
         headers: Mapping[str, str] | None,
         message_id: uuid.UUID | None,
@@ -158,17 +174,27 @@ class Outbox:
         key = str(event_key)
         if not key or len(key) > 255:
             raise ValueError("event_key must be 1-255 characters")
-        if not event_name or len(event_name) > 255:
-            raise ValueError("event_name must be 1-255 characters")
+        if event_name is None and isinstance(payload, BaseModel):
+            event_name = box.event_types.name_of(type(payload)) or getattr(
+                payload, "event_name", None
+            )
+        if not isinstance(event_name, str) or not event_name or len(event_name) > 255:
+            raise ValueError(
+                "event_name must be 1-255 characters (it may be left out only for an event "
+                "model whose box declares it or that names its event)"
+            )
         user_headers = dict(headers or {})
         clash = RESERVED_HEADERS.intersection(user_headers)
         if clash:
             raise ValueError(f"headers {sorted(clash)} are set by the engine")
+        encoded, event_headers = encode_event(
+            event_name, box.event_types.model_for(event_name), payload
+        )
         return NewItem(
             event_key=key,
             event_name=event_name,
-            payload=encode_payload(payload),
-            headers=user_headers,
+            payload=encode_payload(payload) if encoded is None else encoded,
+            headers={**event_headers, **user_headers} if event_headers else user_headers,
             uuid=message_id,
         )
 

@@ -1,4 +1,8 @@
-"""The box registry: the validated configuration resolved into classes and transports."""
+"""The box registry: the validated configuration resolved into classes and transports.
+
+A box's event models are the `event_types` its item class declares (see events.py); an
+`EventHandler` bound to an event must take the model the box declares for it, else the
+configuration is refused at start (a handler would parse what producers do not send)."""
 
 from __future__ import annotations
 
@@ -10,9 +14,10 @@ from typing import Any, Literal
 from sqlalchemy import Table
 
 from .config import BoxConfig, BoxesConfig, ConfigError, InboxBoxConfig
+from .events import NO_EVENTS, EventTypes
 from .models import InboxItemMixin, ItemMixin, OutboxItemMixin
 from .partitioning import bucket_for
-from .transport import BaseTransport, InboxHandler, Transport
+from .transport import BaseTransport, EventHandler, InboxHandler, Transport
 
 
 def import_object(path: str, where: str) -> Any:
@@ -43,6 +48,7 @@ class Box:
     config: BoxConfig
     item_class: type[ItemMixin]
     transports: list[BoundTransport] = field(default_factory=list)
+    event_types: EventTypes = NO_EVENTS
     # event name -> its transports; keyed with the binding count so late additions show.
     _matching: dict[str, tuple[int, list[BaseTransport]]] = field(
         default_factory=dict, repr=False, compare=False
@@ -108,7 +114,19 @@ class BoxRegistry:
                     raise ConfigError(
                         f"{where}.item_class: already used by box {self._by_class[item_class].name}"
                     )
-                box = Box(name=name, kind=kind, config=box_config, item_class=item_class)  # type: ignore[arg-type]
+                event_types = getattr(item_class, "event_types", NO_EVENTS)
+                if not isinstance(event_types, EventTypes):
+                    raise ConfigError(
+                        f"{where}.item_class: {box_config.item_class}.event_types must be an "
+                        "EventTypes(...)"
+                    )
+                box = Box(
+                    name=name,
+                    kind=kind,  # type: ignore[arg-type]
+                    config=box_config,
+                    item_class=item_class,
+                    event_types=event_types,
+                )
                 for index, transport_config in enumerate(box_config.transports):
                     t_where = f"{where}.transports[{index}]"
                     cls = import_object(transport_config.class_path, f"{t_where}.class")
@@ -121,6 +139,7 @@ class BoxRegistry:
                         transport = cls(**transport_config.args)
                     except (TypeError, ValueError) as exc:
                         raise ConfigError(f"{t_where}.args: {exc}") from None
+                    _check_handler_model(box, transport_config.event_name, transport, t_where)
                     box.transports.append(BoundTransport(transport_config.event_name, transport))
                 self._boxes[name] = box
                 self._by_class[item_class] = box
@@ -153,3 +172,26 @@ class BoxRegistry:
 
     def transports(self) -> list[BaseTransport]:
         return [bound.transport for box in self._boxes.values() for bound in box.transports]
+
+
+def _check_handler_model(
+    box: Box, event_name: str | None, transport: BaseTransport, where: str
+) -> None:
+    if not isinstance(transport, EventHandler):
+        return
+    if not isinstance(getattr(transport, "model", None), type):
+        raise ConfigError(
+            f"{where}.class: {type(transport).__name__} names no event model; declare it as "
+            "EventHandler[Model] or `model = Model`"
+        )
+    if event_name is None:
+        raise ConfigError(
+            f"{where}.event_name: {type(transport).__name__} parses {transport.model.__name__}; "
+            "bind it to the one event it takes (event_name: ...)"
+        )
+    declared = box.event_types.model_for(event_name)
+    if declared is not None and declared is not transport.model:
+        raise ConfigError(
+            f"{where}.class: {type(transport).__name__} takes {transport.model.__name__}, but "
+            f"{box.item_class.__name__}.event_types declares {declared.__name__} for {event_name}"
+        )

@@ -12,6 +12,9 @@ A `PipelinedTransport` can accept the next item of the same key before the previ
 confirmed, because its destination keeps the order in which items were handed to it (an
 idempotent Kafka producer does). The engine hands items of one key to it in id order and
 waits for the confirmations together, which is what makes a Kafka relay fast.
+
+An `EventHandler[Model]` is an inbox handler that receives its payload parsed into a pydantic
+model; a payload that does not validate is a `PermanentFailure` naming the field.
 """
 
 from __future__ import annotations
@@ -21,8 +24,12 @@ import asyncio
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, get_args, get_origin
 from uuid import UUID
+
+from pydantic import BaseModel
+
+from .events import InvalidEvent, decode_event
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -139,3 +146,48 @@ class InboxHandler(BaseTransport):
     @abc.abstractmethod
     async def handle(self, item: ItemRecord, payload: bytes, session: AsyncSession) -> bool | None:
         """Apply the message; True/None is success, False or an exception rolls back."""
+
+
+E = TypeVar("E", bound=BaseModel)
+
+
+class EventHandler(InboxHandler, Generic[E]):  # noqa: UP046 - Python 3.11 is supported
+    """An inbox handler of one event, typed: declare the model as the type argument (or set
+    `model`) and implement `handle_event`, which gets the parsed instance::
+
+        class PaymentReceivedHandler(EventHandler[PaymentReceived]):
+            async def handle_event(self, item, event: PaymentReceived, session) -> None: ...
+
+    A payload the model refuses fails the item at once (`PermanentFailure`), with a reason
+    that names the fields and rules, never the values. Bind the handler to its event in
+    `config/boxes.yaml` (`event_name:`); the registry checks that the box declares the same
+    model for it."""
+
+    model: ClassVar[type[BaseModel]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "model" in cls.__dict__:
+            return
+        for base in getattr(cls, "__orig_bases__", ()):
+            if get_origin(base) is EventHandler:
+                (argument,) = get_args(base)
+                if isinstance(argument, type) and issubclass(argument, BaseModel):
+                    cls.model = argument
+                    return
+
+    def parse(self, item: ItemRecord, payload: bytes) -> E:
+        """The payload as the model; `PermanentFailure` naming the fields when it does not
+        validate."""
+        try:
+            event: E = decode_event(self.model, item.event_name, payload)
+        except InvalidEvent as exc:
+            raise PermanentFailure(str(exc)) from None
+        return event
+
+    async def handle(self, item: ItemRecord, payload: bytes, session: AsyncSession) -> bool | None:
+        return await self.handle_event(item, self.parse(item, payload), session)
+
+    @abc.abstractmethod
+    async def handle_event(self, item: ItemRecord, event: E, session: AsyncSession) -> bool | None:
+        """Apply the event; as `InboxHandler.handle`: True/None success, False or raise fails."""
