@@ -24,7 +24,10 @@ REMOVE_WHEN: dict[tuple[str, object], tuple[str, ...]] = {
     ),
     ("opentelemetry", False): (
         "src/{package_name}/telemetry.py",
+        "src/{package_name}/telemetry_clients.py",
+        "src/{package_name}/telemetry_logs.py",
         "tests/integration/test_tracing.py",
+        "tests/integration/test_otlp_logs.py",
         "tests/unit/test_dashboards.py",
         "deploy/otel",
     ),
