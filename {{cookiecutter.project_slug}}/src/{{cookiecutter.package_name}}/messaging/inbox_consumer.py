@@ -15,11 +15,17 @@ an "unstorable" row that fails in processing with the reason.
 
 Messages that cannot be processed (oversized, no value, bad key) are stored too, with the
 reason in the `rejected` header, and fail in processing: never dropped, never blocking.
+
+Readiness is honest: every `health_interval` the consumer asks Kafka for its topics'
+metadata and PostgreSQL for `SELECT 1`; `readiness()` (and the `ready` event) hold only
+while both answer and the poll loop turns, and name what is missing otherwise. librdkafka's
+lines and the client's errors go through Python logging, repeats summarised (kafka_logs.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -32,6 +38,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .inbox_clash import ClashCheck
 from .inbox_window import check_window
+from .kafka import describe
+from .kafka_logs import REPEATS, client_config, log_client_error
 from .observe import Observer
 from .pgconn import DriverConnections, is_data_error, is_unavailable
 from .registry import Box
@@ -193,6 +201,7 @@ class InboxConsumer:
         poll_timeout: float = 1.0,
         observer: Observer | None = None,
         lag_interval: float = 10.0,
+        health_interval: float = 5.0,
     ) -> None:
         if box.kind != "inbox":
             raise ValueError(f"box {box.name} is not an inbox box")
@@ -211,6 +220,13 @@ class InboxConsumer:
             "error_cb": self._on_error,
             "on_commit": self._on_commit,
         }
+        self.health_interval = health_interval
+        # What keeps the consumer from being ready (None: fine), checked every
+        # `health_interval`; `ready` is set while both are None and the loop polls.
+        self.kafka_problem: str | None = "not checked yet"
+        self.db_problem: str | None = "not checked yet"
+        self._polling = False
+        self._said_ready = False
         self.poll_timeout = poll_timeout
         self.observer = observer or Observer()
         self.lag_interval = lag_interval
@@ -244,13 +260,80 @@ class InboxConsumer:
 
     def _on_error(self, error: KafkaError) -> None:
         if error.code() == KafkaError._ALL_BROKERS_DOWN:
-            log.error(
-                "inbox %s: no Kafka broker reachable (%s); will reconnect",
-                self.box.name,
-                error.str(),
+            self.kafka_problem = f"no Kafka broker reachable ({error.str()})"
+            self._update_ready()
+            log_client_error(
+                log,
+                logging.ERROR,
+                f"inbox {self.box.name}: no Kafka broker reachable ({error.str()}); "
+                "will reconnect, not ready until it answers",
             )
         else:
-            log.warning("inbox %s: kafka: %s", self.box.name, error)
+            log_client_error(
+                log, logging.WARNING, f"inbox {self.box.name}: kafka: {describe(error)}"
+            )
+
+    def readiness(self) -> tuple[bool, str]:
+        """Ready while the poll loop turns, Kafka answers and PostgreSQL answers."""
+        reasons = []
+        if not self._polling:
+            reasons.append("not polling yet")
+        if self.kafka_problem is not None:
+            reasons.append(f"Kafka: {self.kafka_problem}")
+        if self.db_problem is not None:
+            reasons.append(f"PostgreSQL: {self.db_problem}")
+        if reasons:
+            return False, f"inbox {self.box.name} not ready: " + "; ".join(reasons)
+        return True, f"inbox {self.box.name}: ok"
+
+    def _update_ready(self) -> None:
+        if self.readiness()[0]:
+            self.ready.set()
+            if not self._said_ready:
+                self._said_ready = True
+                log.info("inbox %s: ready: Kafka and PostgreSQL answer", self.box.name)
+        else:
+            self.ready.clear()
+
+    def _check_kafka(self, consumer: Consumer) -> None:
+        """Runs on a thread: the subscribed topics' metadata within 3 s, or the reason."""
+        try:
+            consumer.list_topics(timeout=3.0)
+        except KafkaException as exc:
+            problem = f"cannot reach Kafka ({describe(exc.args[0])})"
+            if self.kafka_problem != problem:
+                log.error("inbox %s: %s; not ready until it answers", self.box.name, problem)
+            self.kafka_problem = problem
+            return
+        if self.kafka_problem is not None and self._said_ready:
+            log.info("inbox %s: Kafka reachable again", self.box.name)
+        self.kafka_problem = None
+
+    async def _check_database(self) -> None:
+        try:
+            async with asyncio.timeout(5.0), self._connections.acquire() as conn:
+                await conn.fetchval("SELECT 1")
+        except Exception as exc:
+            if not is_unavailable(exc) and not isinstance(exc, TimeoutError | OSError):
+                raise
+            problem = f"cannot reach PostgreSQL ({type(exc).__name__}: {exc})"
+            if self.db_problem != problem:
+                log.error("inbox %s: %s; not ready until it answers", self.box.name, problem)
+            self.db_problem = problem
+            return
+        if self.db_problem is not None and self._said_ready:
+            log.info("inbox %s: PostgreSQL reachable again", self.box.name)
+        self.db_problem = None
+
+    async def _health_loop(self, consumer: Consumer) -> None:
+        while not self._stopping.is_set():
+            await asyncio.gather(
+                asyncio.to_thread(self._check_kafka, consumer), self._check_database()
+            )
+            self._update_ready()
+            REPEATS.sweep()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.health_interval)
 
     def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
         failed = [p for p in partitions if p.error is not None]
@@ -268,15 +351,20 @@ class InboxConsumer:
         self._stopping.set()
 
     async def run(self) -> None:
-        consumer = Consumer(self.kafka_config)
+        consumer = Consumer(client_config(self.kafka_config))
         self._consumer = consumer
         topics = list(self.box.inbox_config.topics)
         consumer.subscribe(topics)
         # Not awaited: a slow or absent broker must not hold up consuming.
         window = asyncio.ensure_future(asyncio.to_thread(check_window, self.box, self.kafka_config))
         log.info(
-            "inbox %s: consuming %s as group %s", self.box.name, ", ".join(topics), self.group_id
+            "inbox %s: starting: consuming %s as group %s; waiting for Kafka at %s and PostgreSQL",
+            self.box.name,
+            ", ".join(topics),
+            self.group_id,
+            self.kafka_config.get("bootstrap.servers", "?"),
         )
+        health = asyncio.ensure_future(self._health_loop(consumer))
         loop = asyncio.get_running_loop()
         next_lag = loop.time() + self.lag_interval
         size = self.box.inbox_config.consume_batch_size
@@ -293,7 +381,9 @@ class InboxConsumer:
                 # The next batch is fetched while this one is stored and acknowledged.
                 fetching = fetch()
                 self.last_poll = loop.time()
-                self.ready.set()
+                if not self._polling:
+                    self._polling = True
+                    self._update_ready()
                 if messages:
                     await self._store(consumer, messages)
                 else:
@@ -303,13 +393,15 @@ class InboxConsumer:
                     await asyncio.to_thread(self._report_lag, consumer)
         finally:
             # Fetched, never stored nor acknowledged: the group's next owner reads it.
-            await asyncio.gather(fetching, window, return_exceptions=True)
+            health.cancel()
+            await asyncio.gather(fetching, window, health, return_exceptions=True)
             try:
                 await self.flush()
             finally:
                 await asyncio.to_thread(consumer.close)
             await self._connections.close()
             self._consumer = None
+            REPEATS.flush()
             log.info(
                 "inbox %s: consumer closed (stored %d new messages)", self.box.name, self.stored
             )
@@ -454,13 +546,14 @@ class InboxConsumer:
                 if not is_unavailable(exc):
                     raise
                 # Keep the batch: it is not acknowledged, so retrying loses and doubles nothing.
-                log.error(
-                    "inbox %s: database unavailable or refusing writes (%s: %s); "
-                    "retrying the batch of %d messages, unacknowledged",
-                    self.box.name,
-                    type(exc).__name__,
-                    exc,
-                    len(rows),
+                self.db_problem = f"cannot store ({type(exc).__name__}: {exc})"
+                self._update_ready()
+                REPEATS.log(
+                    log,
+                    logging.ERROR,
+                    f"inbox {self.box.name}: database unavailable or refusing writes "
+                    f"({type(exc).__name__}: {exc}); retrying the batch of {len(rows)} "
+                    "messages, unacknowledged",
                 )
                 await asyncio.sleep(1.0)
         if inserted < len(rows):

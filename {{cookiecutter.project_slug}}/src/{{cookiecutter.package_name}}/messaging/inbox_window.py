@@ -21,6 +21,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 
+from .kafka_logs import client_config
 from .registry import Box
 
 log = logging.getLogger(__name__)
@@ -31,17 +32,22 @@ _ADMIN_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.", "client.id
 
 def topic_retention(kafka_config: Mapping[str, Any], topics: list[str]) -> dict[str, int | None]:
     """Each topic's `retention.ms` (None: kept forever, -1)."""
-    admin = AdminClient({k: v for k, v in kafka_config.items() if k.startswith(_ADMIN_PREFIXES)})
-    futures = admin.describe_configs(
-        [ConfigResource(ConfigResource.Type.TOPIC, topic) for topic in topics],
-        request_timeout=10,
+    admin = AdminClient(
+        client_config({k: v for k, v in kafka_config.items() if k.startswith(_ADMIN_PREFIXES)})
     )
-    retention: dict[str, int | None] = {}
-    for resource, future in futures.items():
-        entry = future.result(timeout=15).get("retention.ms")
-        value = int(entry.value) if entry is not None and entry.value is not None else -1
-        retention[resource.name] = None if value < 0 else value
-    return retention
+    try:
+        futures = admin.describe_configs(
+            [ConfigResource(ConfigResource.Type.TOPIC, topic) for topic in topics],
+            request_timeout=10,
+        )
+        retention: dict[str, int | None] = {}
+        for resource, future in futures.items():
+            entry = future.result(timeout=15).get("retention.ms")
+            value = int(entry.value) if entry is not None and entry.value is not None else -1
+            retention[resource.name] = None if value < 0 else value
+        return retention
+    finally:
+        admin.poll(0)  # hands librdkafka's queued log lines to the logger
 
 
 def window_warnings(box: Box, retention: Mapping[str, int | None]) -> list[str]:

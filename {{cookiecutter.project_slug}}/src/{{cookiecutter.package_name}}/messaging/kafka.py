@@ -4,6 +4,10 @@ librdkafka batches, retries and (with idempotence) keeps per-partition order by 
 it needs from us is a thread that serves its delivery callbacks. That thread collects the
 reports and hands them to the event loop in bulk, one wake-up per poll rather than one per
 message, so a relay can wait for thousands of delivery reports at little cost.
+
+librdkafka's own log lines and the producer's client errors go through Python logging,
+repeats summarised once per window (see kafka_logs.py): a broker that is down costs a few
+lines per half minute, not several per second.
 """
 
 from __future__ import annotations
@@ -13,12 +17,14 @@ import functools
 import itertools
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from .kafka_logs import REPEATS, client_config, log_client_error
 from .transport import PermanentFailure, TransportUnavailable
 
 log = logging.getLogger(__name__)
@@ -66,6 +72,13 @@ PERMANENT_ERRORS = frozenset(
         KafkaError._INVALID_ARG,
     }
 )
+
+
+def describe(error: object) -> str:
+    """`_TRANSPORT: Failed to get metadata: ...` rather than `KafkaError{code=...}`."""
+    if isinstance(error, KafkaError):
+        return f"{error.name()}: {error.str()}"
+    return str(error)
 
 
 def classify(error: KafkaError) -> Exception:
@@ -141,7 +154,7 @@ class KafkaProducer:
         if self._producer is not None:
             return
         self._loop = asyncio.get_running_loop()
-        self._producer = Producer({**self._config, "error_cb": self._on_error})
+        self._producer = Producer(client_config({**self._config, "error_cb": self._on_error}))
         self._stopping.clear()
         self._thread = threading.Thread(
             target=self._poll_forever, name="kafka-producer", daemon=True
@@ -149,12 +162,16 @@ class KafkaProducer:
         self._thread.start()
 
     def _on_error(self, error: KafkaError) -> None:
-        log.warning("kafka producer: %s", error)
+        log_client_error(log, logging.WARNING, f"kafka producer: {describe(error)}")
 
     def _poll_forever(self) -> None:
         assert self._producer is not None
+        next_sweep = 0.0
         while not self._stopping.is_set():
             self._producer.poll(0.05)
+            if time.monotonic() >= next_sweep:  # summaries of repeated log lines, when due
+                next_sweep = time.monotonic() + 1.0
+                REPEATS.sweep()
 
     def _on_delivery(self, future: asyncio.Future[None], error: KafkaError | None) -> None:
         # Runs on the poll thread: queue the report and wake the loop at most once per batch.
@@ -243,7 +260,7 @@ class KafkaProducer:
         try:
             await asyncio.to_thread(producer.list_topics, timeout=wait_seconds)
         except KafkaException as exc:
-            raise TransportUnavailable(f"kafka: {exc.args[0]}") from None
+            raise TransportUnavailable(f"kafka: {describe(exc.args[0])}") from None
 
     async def close(self, wait_seconds: float = 10.0) -> None:
         if self._producer is None:
@@ -257,3 +274,4 @@ class KafkaProducer:
             await asyncio.to_thread(self._thread.join, 2.0)
         self._drain()
         self._producer = None
+        REPEATS.flush()

@@ -5,6 +5,11 @@ b % concurrency == i, one batch at a time, so each bucket is in one lane and one
 Lanes wake on NOTIFY (milliseconds after a commit) and poll every `poll_interval` as a
 safety net. SIGTERM/SIGINT let each lane finish its current batch within the shutdown
 deadline; what is cut off stays pending and is sent again by the next owner.
+
+Start and outages are reported as they are: the worker logs what it waits for (PostgreSQL
+for its lock connection, Kafka when a box relays to it), "worker ready" only once both
+answer, and keeps retrying; `readiness()` (the `/readyz` probe) names what is missing. A
+repeated failure is logged once, then summarised per window (see kafka_logs.py).
 """
 
 from __future__ import annotations
@@ -15,12 +20,14 @@ import logging
 import os
 import socket
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from .builtin_transports import KafkaTransport
+from .kafka_logs import REPEATS
 from .middleware import Middlewares
 from .ownership import BoxOwnership, Ownership
 from .pauses import PauseReader
@@ -29,6 +36,7 @@ from .registry import Box, BoxRegistry
 from .resources import Resources
 from .retention import purge
 from .status import ItemStatus
+from .transport import TransportUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +85,25 @@ def kafka_timeout_warnings(boxes: Iterable[Box], producer_config: dict[str, obje
     return warnings
 
 
+def describe_dsn(dsn: str) -> str:
+    """Where a DSN points, without user or password: `host:port/database`."""
+    try:
+        parts = urlsplit(dsn)
+        return f"{parts.hostname or 'localhost'}:{parts.port or 5432}{parts.path or '/'}"
+    except ValueError:
+        return "the configured database"
+
+
+def uses_kafka(boxes: Iterable[Box]) -> bool:
+    """Whether any outbox box relays to Kafka (then Kafka is part of readiness)."""
+    return any(
+        isinstance(b.transport, KafkaTransport)
+        for box in boxes
+        if box.kind == "outbox"
+        for b in box.transports
+    )
+
+
 def lanes_to_wake(payload: str, concurrency: int) -> set[int] | None:
     """The lanes of the buckets a NOTIFY payload names ("3,7,12"); None means every lane
     (no payload, or one this worker cannot read)."""
@@ -102,6 +129,7 @@ class Worker:
         shutdown_timeout: float = 30.0,
         application_name: str = "outbox-worker",
         depth_interval: float = 15.0,
+        kafka_check_interval: float = 5.0,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -139,6 +167,17 @@ class Worker:
         self.ready = asyncio.Event()
         self.depth_interval = depth_interval
         self._ticks: dict[str, float] = {}
+        self.database = describe_dsn(dsn)
+        # What keeps the worker from being ready (None: fine). Kafka counts only when a box
+        # relays to it; its first check ends before `ready` is first set.
+        self.db_problem: str | None = "not connected yet"
+        self.uses_kafka = uses_kafka(self.boxes)
+        self.kafka_problem: str | None = "not checked yet" if self.uses_kafka else None
+        self.kafka_check_interval = kafka_check_interval
+        self._kafka_checked = asyncio.Event()
+        if not self.uses_kafka:
+            self._kafka_checked.set()
+        self._said_ready = False
 
     def _on_wake(self, channel: str, payload: str = "") -> None:
         """A NOTIFY arrived. Its payload names the buckets that got items (see create.py):
@@ -170,6 +209,7 @@ class Worker:
             for lane in range(self.concurrency)
         ]
         background = [
+            asyncio.create_task(self._kafka_loop(), name="kafka-check"),
             asyncio.create_task(self._rebalance_loop(), name="rebalance"),
             asyncio.create_task(self._depth_loop(), name="depth"),
             *(
@@ -177,10 +217,15 @@ class Worker:
                 for box in self.boxes
             ),
         ]
+        waits = f"PostgreSQL at {self.database}"
+        if self.uses_kafka:
+            servers = self.resources.producer.config.get("bootstrap.servers", "?")
+            waits += f" and Kafka at {servers}"
         log.info(
-            "worker started: boxes %s, concurrency %d",
+            "worker starting: boxes %s, concurrency %d; waiting for %s",
             ", ".join(b.name for b in self.boxes),
             self.concurrency,
+            waits,
         )
         try:
             await self._stopping.wait()
@@ -205,7 +250,45 @@ class Worker:
                 await processor.close()
             for transport in transports.values():
                 await transport.close()
+            REPEATS.flush()
             log.info("worker stopped")
+
+    async def _kafka_loop(self) -> None:
+        """Ask Kafka for metadata now and then: readiness says whether it answers."""
+        if not self.uses_kafka:
+            return
+        producer = self.resources.producer
+        while not self._stopping.is_set():
+            try:
+                producer.start()
+                await producer.check(wait_seconds=3.0)
+                if self.kafka_problem is not None and self._kafka_checked.is_set():
+                    log.info("Kafka reachable again")
+                self.kafka_problem = None
+            except TransportUnavailable as exc:
+                if self.kafka_problem is None or not self._kafka_checked.is_set():
+                    log.error(
+                        "cannot reach Kafka (%s); items stay pending, no retry consumed; "
+                        "not ready until it answers",
+                        exc,
+                    )
+                self.kafka_problem = f"cannot reach Kafka ({exc})"
+            self._kafka_checked.set()
+            self._announce()
+            await self._sleep(self.kafka_check_interval)
+
+    def _announce(self) -> None:
+        """Log "worker ready" the first time PostgreSQL and Kafka both answer."""
+        if self._said_ready or not self.ready.is_set() or self.kafka_problem is not None:
+            return
+        self._said_ready = True
+        owned = sum(len(s.owned) for s in self.ownership.boxes.values())
+        log.info(
+            "worker ready: boxes %s, concurrency %d, %d buckets owned",
+            ", ".join(b.name for b in self.boxes),
+            self.concurrency,
+            owned,
+        )
 
     async def _rebalance_loop(self) -> None:
         failures = 0
@@ -214,18 +297,30 @@ class Worker:
                 if not self.ownership.connected:
                     self.ownership.drop_all()
                     await self.ownership.connect()
-                    log.info("worker joined: lock connection up")
+                    log.info("worker joined: lock connection up (PostgreSQL at %s)", self.database)
                 self._rebalance_now.clear()
                 await self.ownership.rebalance()
+                if not self.ready.is_set():
+                    # `ready` means both were checked: wait for Kafka's first answer (<= 3 s).
+                    await self._kafka_checked.wait()
                 self.ready.set()
+                self.db_problem = None
                 failures = 0
+                self._announce()
             except Exception as exc:
                 # The lock connection is gone or unusable: so are our locks. Stop at once.
                 failures += 1
                 self.ready.clear()
                 self.ownership.drop_all()
                 await self.ownership.close()
-                log.error("lock connection failed (%s); retrying", exc)
+                reason = f"{type(exc).__name__}: {exc}"
+                self.db_problem = f"cannot reach PostgreSQL at {self.database} ({reason})"
+                REPEATS.log(
+                    log,
+                    logging.ERROR,
+                    f"lock connection failed: {self.db_problem}; retrying, not ready until "
+                    "it answers",
+                )
             delay = (
                 self.rebalance_interval if not failures else min(2 ** min(failures, 5) * 0.25, 5.0)
             )
@@ -258,12 +353,11 @@ class Worker:
                 errors = 0
             except DB_ERRORS as exc:
                 errors += 1
-                log.error(
-                    "box %s lane %d: database error (%s: %s); retrying",
-                    box.name,
-                    lane,
-                    type(exc).__name__,
-                    exc,
+                REPEATS.log(
+                    log,
+                    logging.ERROR,
+                    f"box {box.name} lane {lane}: database error ({type(exc).__name__}: {exc}); "
+                    "retrying",
                 )
                 await self._sleep(min(0.2 * 2**errors, 5.0))
                 continue
@@ -278,11 +372,12 @@ class Worker:
             if report is not None and report.unavailable:
                 outage += 1
                 delay = min(0.5 * 2 ** min(outage - 1, 6), 30.0)
-                log.warning(
-                    "box %s: destination unavailable for %d items; backing off %.1fs (no retry consumed)",
-                    box.name,
-                    report.unavailable,
-                    delay,
+                REPEATS.log(
+                    log,
+                    logging.WARNING,
+                    f"box {box.name}: destination unavailable for {report.unavailable} items; "
+                    f"backing off {delay:.1f}s (no retry consumed)",
+                    key=f"unavailable:{box.name}",
                 )
                 await self._sleep(delay)
                 continue
@@ -300,8 +395,17 @@ class Worker:
         return True, f"ok: {len(self._ticks)} lanes"
 
     def readiness(self) -> tuple[bool, str]:
+        """Ready when the lock connection is up and, if a box relays to Kafka, Kafka answers;
+        otherwise "not ready: " and each reason."""
+        reasons = []
         if not self.ready.is_set():
-            return False, "not connected to PostgreSQL (lock connection)"
+            reasons.append(
+                f"not connected to PostgreSQL (lock connection): {self.db_problem or 'connecting'}"
+            )
+        if self.kafka_problem is not None:
+            reasons.append(self.kafka_problem)
+        if reasons:
+            return False, "not ready: " + "; ".join(reasons)
         owned = sum(len(s.owned) for s in self.ownership.boxes.values())
         return True, f"ok: {owned} buckets owned"
 
@@ -321,7 +425,9 @@ class Worker:
                         box, int(row[0]), float(row[1] or 0.0), int(deepest or 0)
                     )
                 except DB_ERRORS as exc:
-                    log.warning("box %s: cannot sample depth (%s)", box.name, exc)
+                    REPEATS.log(
+                        log, logging.WARNING, f"box {box.name}: cannot sample depth ({exc})"
+                    )
             await self._sleep(self.depth_interval)
 
     async def _retention_loop(self, box: Box) -> None:
