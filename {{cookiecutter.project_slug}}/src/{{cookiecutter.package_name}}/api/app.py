@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from ..container import Container, shutdown
-from . import admin, db_errors, health, validation
+from . import admin, asyncapi, db_errors, health, validation
 from .body_guard import BodyGuard
 {%- if cookiecutter.include_example_domain %}
 from .orders import router as orders_router
@@ -45,6 +45,7 @@ def create_app(container: Container | None = None) -> FastAPI:
     app.add_middleware(BodyGuard, max_body_bytes=settings.api_max_body_bytes)
     validation.install(app)
     app.include_router(health.router)
+    app.include_router(asyncapi.router)
     admin.install(app, settings)
     db_errors.install(app)
 {%- if cookiecutter.include_example_domain %}

@@ -1,0 +1,35 @@
+"""`GET /asyncapi.json`: the running service's AsyncAPI 3.0 document (messaging/asyncapi.py).
+
+Built from the boxes as this process loaded them (topics as configured by its environment)
+on the first request, then served from memory: the boxes do not change while it runs. Like
+/healthz it needs no token: it describes topics and event schemas, which the teams that
+produce and consume them read; it holds no data.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+
+from ..container import Container
+from ..messaging.asyncapi import build_document
+from ..messaging.registry import BoxRegistry
+from . import deps
+
+router = APIRouter(tags=["contracts"])
+_DOCUMENTS: weakref.WeakKeyDictionary[BoxRegistry, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+@router.get("/asyncapi.json")
+async def asyncapi(container: Annotated[Container, Depends(deps.container)]) -> JSONResponse:
+    """The AsyncAPI 3.0 document of the events this service sends and receives."""
+    registry = container.registry()
+    document = _DOCUMENTS.get(registry)
+    if document is None:
+        document = _DOCUMENTS[registry] = build_document(
+            registry, container.settings().service_name
+        )
+    return JSONResponse(document)
