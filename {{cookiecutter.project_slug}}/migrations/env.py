@@ -1,14 +1,27 @@
-"""Alembic environment: async engine, metadata of every model of the service."""
+"""Alembic environment: async engine, metadata of every model of the service.
+
+`alembic revision --autogenerate` compares the database with `Base.metadata`, so every table
+must be registered there before it runs: the item tables (items.py), the engine's own tables,
+and every module named `models` anywhere in the package (yours too: put your tables in e.g.
+`src/{{ cookiecutter.package_name }}/shipping/models.py`, subclassing `db.Base`). The engine's
+tables that no model declares are left out of the comparison (UNMODELLED_TABLES), so that
+autogenerate never proposes to drop them.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
+import pkgutil
+from types import ModuleType
+from typing import Any
 
 from alembic import context
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
+import {{ cookiecutter.package_name }}
 from {{ cookiecutter.package_name }} import items
 from {{ cookiecutter.package_name }}.db import Base
 {% if cookiecutter.include_example_domain -%}
@@ -19,6 +32,31 @@ from {{ cookiecutter.package_name }}.messaging import audit, pauses
 # Importing the model modules registers their tables on Base.metadata (the engine's own
 # tables too: the pauses and the operator audit log).
 MODEL_MODULES = {% if cookiecutter.include_example_domain %}(items, domain_models, audit, pauses){% else %}(items, audit, pauses){% endif %}
+
+# Created by the migrations, read and written with SQL by the engine (messaging/backfill.py).
+UNMODELLED_TABLES = frozenset({"outbox_backfills"})
+
+
+def model_modules() -> list[ModuleType]:
+    """Every `models` module of the package (imported, so their tables are registered)."""
+    package = {{ cookiecutter.package_name }}
+    found = []
+    for module in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
+        if module.name.rsplit(".", 1)[-1] == "models":
+            found.append(importlib.import_module(module.name))
+    return found
+
+
+DISCOVERED_MODEL_MODULES = model_modules()
+
+
+def include_object(
+    obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
+) -> bool:
+    """Leave the engine's unmodelled tables (and their indexes) out of autogenerate."""
+    table = name if type_ == "table" else getattr(getattr(obj, "table", None), "name", None)
+    return not (reflected and compare_to is None and table in UNMODELLED_TABLES)
+
 
 config = context.config
 target_metadata = Base.metadata
@@ -32,13 +70,20 @@ def database_url() -> str:
 
 
 def run_offline() -> None:
-    context.configure(url=database_url(), target_metadata=target_metadata, literal_binds=True)
+    context.configure(
+        url=database_url(),
+        target_metadata=target_metadata,
+        literal_binds=True,
+        include_object=include_object,
+    )
     with context.begin_transaction():
         context.run_migrations()
 
 
 def _run(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=target_metadata)
+    context.configure(
+        connection=connection, target_metadata=target_metadata, include_object=include_object
+    )
     with context.begin_transaction():
         context.run_migrations()
 
