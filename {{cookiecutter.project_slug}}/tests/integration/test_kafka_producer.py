@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
 import uuid
 from datetime import UTC, datetime
+
+import pytest
 
 from {{ cookiecutter.package_name }}.container import Container
 from {{ cookiecutter.package_name }}.messaging.builtin_transports import KafkaTransport
 from {{ cookiecutter.package_name }}.messaging.kafka import KafkaProducer
+from {{ cookiecutter.package_name }}.messaging.kafka_logs import LIBRDKAFKA_LOGGER, REPEATS
 from {{ cookiecutter.package_name }}.messaging.transport import ItemRecord, PermanentFailure
 
 from ..support import read_topic
@@ -68,3 +73,28 @@ async def test_a_batch_resolves_once_with_an_outcome_per_message(
         ]
         assert values == sorted(values)
         assert len(values) >= 40
+
+
+async def test_librdkafka_lines_go_through_python_logging_summarised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A producer pointed at a closed port: librdkafka's connection errors (several a second)
+    arrive as records of the service's logger, not as raw `%3|...` lines on stderr, and the
+    repeats come back as one summary with their count."""
+    caplog.set_level(logging.INFO)
+    REPEATS.flush()
+    caplog.clear()
+    producer = KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "message.timeout.ms": 3000})
+    producer.start()
+    try:
+        await asyncio.sleep(4)
+    finally:
+        await producer.close(wait_seconds=1)  # flushes the pending summaries
+    raw = [r for r in caplog.records if r.name == LIBRDKAFKA_LOGGER]
+    assert 1 <= len(raw) <= 3, [r.getMessage() for r in raw]
+    assert "Connection refused" in raw[0].getMessage()
+    summaries = [r for r in raw if "repeated" in r.__dict__]
+    assert summaries, "the repeats should be summarised"
+    assert summaries[0].__dict__["repeated"] >= 5
+    warnings = [r for r in caplog.records if r.name.endswith("messaging.kafka")]
+    assert len(warnings) <= 6, [r.getMessage() for r in warnings]

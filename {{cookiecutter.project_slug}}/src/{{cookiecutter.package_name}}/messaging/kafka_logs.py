@@ -25,7 +25,10 @@ WINDOW_SECONDS = 30.0
 
 # Parts of a librdkafka line that change between repeats of the same event.
 _VOLATILE = (
-    (re.compile(r"\(after \d+ms in state \w+[^)]*\)"), "(after Nms)"),
+    (
+        re.compile(r"\(after \d+ms in state \w+(, \d+ identical error\(s\) suppressed)?\)"),
+        "(after N)",
+    ),
     (re.compile(r":?\s*\d+ identical error\(s\) suppressed"), ""),
     (re.compile(r"\b\d+(\.\d+)?\s*(ms|s|us)\b"), "N"),
     (re.compile(r"#(producer|consumer)-\d+"), r"#\1"),
