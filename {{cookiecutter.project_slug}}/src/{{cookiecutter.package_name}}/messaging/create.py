@@ -22,7 +22,7 @@ import decimal
 import functools
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -41,6 +41,9 @@ from .shards import Category, ShardError, infer_shard_identifier, shard_headers
 Payload = bytes | str | Mapping[str, Any] | Sequence[Any] | int | float | bool | BaseModel | None
 
 RESERVED_HEADERS = frozenset({"correlation-id", "causation-id", "hop"})
+# Called with (session, box, items) after items are inserted: how testing.capture_created
+# sees them. Empty outside tests.
+CREATE_LISTENERS: list[Callable[[AsyncSession, Box, Sequence[NewItem]], None]] = []
 
 
 def _json_default(value: Any) -> Any:
@@ -226,6 +229,8 @@ class Outbox:
                 "buckets_woken": _wake_payload(buckets),
             },
         )
+        for listener in CREATE_LISTENERS:
+            listener(call.session, box, call.items)
         context = current_context()
         if context is not None and context.flush:
             context.created.extend((box, message_id) for message_id in ids)
