@@ -3,8 +3,7 @@
 
 Every engine made here is handed to telemetry, which traces its statements (one span per
 statement, inside a trace) once telemetry is on.
-{%- endif %}
-"""
+{%- endif %}"""
 
 from __future__ import annotations
 
