@@ -18,7 +18,13 @@ from .messaging.observe import Observer
 from .messaging.registry import BoxRegistry
 from .messaging.replication import install_replication
 from .messaging.resources import Resources
-from .settings import Settings, load_settings
+from .settings import Settings, export_dotenv, load_settings
+
+
+def _settings() -> Settings:
+    # `.env` into the environment first: the boxes file and OpenTelemetry read it directly.
+    export_dotenv()
+    return load_settings()
 
 
 def _registry(settings: Settings) -> BoxRegistry:
@@ -42,7 +48,7 @@ def _outbox(registry: BoxRegistry, middlewares: Middlewares, observer: Observer)
 
 
 class Container(containers.DeclarativeContainer):
-    settings = providers.Singleton(load_settings)
+    settings = providers.Singleton(_settings)
     registry = providers.Singleton(_registry, settings)
     engine = providers.Singleton(lambda s: create_engine(s.database_url, s.db_pool_size), settings)
     session_factory = providers.Singleton(create_session_factory, engine)

@@ -13,10 +13,12 @@ it and never echoes its value.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Self
 
+from dotenv import dotenv_values
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -209,6 +211,24 @@ class Settings(BaseSettings):
         config.update(parse_extra_config(self.kafka_extra_config.get_secret_value()))
         config.update({k: v.get_secret_value() for k, v in self.kafka_config_vars.items()})
         return config
+
+
+def export_dotenv() -> list[str]:
+    """Copy the `.env` file's variables that the real environment lacks into `os.environ`.
+
+    Settings read `.env` by themselves; this is for what reads `os.environ` directly:
+    `${NAME}` in the boxes file, OpenTelemetry's `OTEL_*` variables, `MIGRATIONS_DIR`. The
+    service calls it once at start (the container's `settings` provider). Returns the names
+    it set; a missing file sets none."""
+    env_file = Settings.model_config.get("env_file")
+    if not isinstance(env_file, str | Path) or not Path(env_file).is_file():
+        return []
+    exported = []
+    for name, value in dotenv_values(env_file, encoding="utf-8").items():
+        if value is not None and name not in os.environ:
+            os.environ[name] = value
+            exported.append(name)
+    return exported
 
 
 def load_settings(**values: Any) -> Settings:

@@ -4,12 +4,19 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from {{ cookiecutter.package_name }}.settings import Settings, SettingsError, load_settings
+from {{ cookiecutter.package_name }}.settings import (
+    Settings,
+    SettingsError,
+    export_dotenv,
+    load_settings,
+)
 
 PASSWORD = "pw-Zq8x-never-shown"
 TOKEN = "tok-3f9a1c7e-never-shown"
@@ -98,6 +105,37 @@ def test_without_a_dot_env_file_nothing_changes(env: pytest.MonkeyPatch) -> None
     env.setenv("KAFKA_BOOTSTRAP_SERVERS", "k:9092")
     assert not Path(".env").exists()
     assert load_settings().log_level == "INFO"
+
+
+def test_export_dotenv_fills_only_what_the_environment_lacks(env: pytest.MonkeyPatch) -> None:
+    """For what reads os.environ itself (`${NAME}` in the boxes file, OTEL_*)."""
+    for name in ("H2_TOPIC", "H2_KEPT"):
+        env.setenv(name, "x")  # so that the test's end restores them (absent)
+        env.delenv(name)
+    env.setenv("H2_KEPT", "from-environment")
+    assert export_dotenv() == []  # no .env: nothing
+    Path(".env").write_text("H2_TOPIC=orders-from-dotenv\nH2_KEPT=from-dotenv\nH2_EMPTY\n")
+    assert export_dotenv() == ["H2_TOPIC"]
+    assert os.environ["H2_TOPIC"] == "orders-from-dotenv"
+    assert os.environ["H2_KEPT"] == "from-environment"
+    assert "H2_EMPTY" not in os.environ
+
+
+def test_env_example_lists_every_setting_and_loads(env: pytest.MonkeyPatch) -> None:
+    example = (Path(__file__).resolve().parents[2] / ".env.example").read_text()
+    named = set(re.findall(r"^#? ?([A-Z][A-Z0-9_]*)=", example, flags=re.MULTILINE))
+    fields = {
+        name.removesuffix("_secret").upper()
+        for name in Settings.model_fields
+        if name != "kafka_config_vars"
+    }
+    assert fields - named == set(), "settings missing from .env.example"
+    assert "KAFKA_CONFIG__SSL__CIPHER__SUITES" in named
+    Path(".env").write_text(example)
+    settings = load_settings()
+    assert settings.database_url == "postgresql+asyncpg://user:pass@localhost:5432/db"
+    assert settings.kafka_config() == {"bootstrap.servers": "localhost:9092"}
+    assert settings.admin_token is None
 
 
 # -- secrets -------------------------------------------------------------------------------
