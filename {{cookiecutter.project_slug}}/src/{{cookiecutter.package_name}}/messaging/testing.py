@@ -199,12 +199,14 @@ class Delivered:
         return json.loads(self.payload)
 
 
-def _registry_for(container: Container, box_name: str, record: bool) -> BoxRegistry:
-    config = container.registry().config
-    raw = config.model_dump(by_alias=True)
-    if record and box_name in raw["outbox"]:
-        path = f"{RecordingTransport.__module__}:{RecordingTransport.__qualname__}"
-        raw["outbox"][box_name]["transports"] = [{"class": path}]
+def _registry_for(base: BoxRegistry, box_name: str, record: bool) -> BoxRegistry:
+    """`base`, or with `record` and an outbox box, its configuration again with the box's
+    transports replaced by a `RecordingTransport`."""
+    raw = base.config.model_dump(by_alias=True)
+    if not (record and box_name in raw["outbox"]):
+        return base
+    path = f"{RecordingTransport.__module__}:{RecordingTransport.__qualname__}"
+    raw["outbox"][box_name]["transports"] = [{"class": path}]
     return BoxRegistry(BoxesConfig.model_validate(raw))
 
 
@@ -222,12 +224,14 @@ async def drain(
     record: bool = True,
     within: float = 30.0,
     until: Callable[[], Awaitable[bool]] | None = None,
+    registry: BoxRegistry | None = None,
 ) -> list[Delivered]:
     """Run a worker on `box` until none of its items is pending (or `until()`, an async
     predicate, holds); AssertionError after `within` seconds, with the count left. An
     outbox box relays to a `RecordingTransport` unless `record=False`; the items it was
-    handed are returned, in the order handed."""
-    registry = _registry_for(container, box, record)
+    handed are returned, in the order handed. `registry` replaces the container's (e.g. a
+    registry with other handlers for a test)."""
+    registry = _registry_for(registry or container.registry(), box, record)
     target = registry.get(box)
     worker = Worker(
         registry,
@@ -283,15 +287,19 @@ async def feed(
     *,
     payload: Any,
     event_name: str | None = None,
-    event_key: str | int = "test",
+    event_key: str | int | None = None,
     headers: Mapping[str, str] | None = None,
     message_id: uuid.UUID | None = None,
     within: float = 30.0,
+    registry: BoxRegistry | None = None,
 ) -> Outcome:
     """Store one message in inbox `box` as the consumer stores a Kafka message (a model
     instance, dict, str or bytes as value), let the worker handle it once, and return the
-    outcome. A message id fed twice is stored once, as with Kafka redeliveries."""
-    target = container.registry().get(box)
+    outcome. A message id fed twice is stored once, as with Kafka redeliveries. The key
+    defaults to the message id: a key of its own, which no earlier failed item holds back
+    (strict order: give keys to test ordering). `registry` replaces the container's (its
+    handlers run)."""
+    target = (registry or container.registry()).get(box)
     if target.kind != "inbox":
         raise ValueError(f"box {box} is not an inbox box")
     if event_name is None and isinstance(payload, BaseModel):
@@ -303,13 +311,13 @@ async def feed(
     encoded, event_headers = encode_event(event_name, None, payload)
     body = encoded if encoded is not None else create_module.encode_payload(payload)
     message_id = message_id or uuid.uuid4()
+    key = str(message_id if event_key is None else event_key)
     row_headers = {
         **{k.lower(): v for k, v in event_headers.items()},
         **{k.lower(): str(v) for k, v in (headers or {}).items()},
         "message-id": str(message_id),
         "event-name": event_name,
     }
-    key = str(event_key)
     async with container.session_factory()() as session, session.begin():
         await session.execute(
             text(
@@ -339,7 +347,15 @@ async def feed(
         return bool(row.status != ItemStatus.PENDING or row.errors_count > 0)
 
     with capture_created() as created:
-        await drain(container, box, record=False, within=within, until=attempted)
+        try:
+            await drain(
+                container, box, record=False, within=within, until=attempted, registry=registry
+            )
+        except AssertionError as exc:
+            raise AssertionError(
+                f"message {message_id} (key {key}) not handled within {within}s: is its key "
+                f"held by an earlier item that failed or waits for a retry? ({exc})"
+            ) from None
     async with container.session_factory()() as session:
         row = (await session.execute(row_query)).one()
     return Outcome(
