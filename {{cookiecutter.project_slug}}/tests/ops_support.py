@@ -92,6 +92,7 @@ def run_cli(
         [sys.executable, "-m", "{{ cookiecutter.package_name }}.cli", *args],
         env=env,
         cwd=cwd,
+        stdin=subprocess.DEVNULL,  # no terminal: a command that would ask refuses instead
         capture_output=True,
         text=True,
         timeout=120,

@@ -76,17 +76,27 @@ async def test_every_cli_action_writes_one_row_with_actor_selection_and_count(
     )
     assert await audit_rows(container) == []
 
-    assert "changed 3 items" in cli(container, "retry", "--box", box, "--event", "a")
+    assert "changed 3 items" in cli(container, "retry", "--yes", "--box", box, "--event", "a")
     assert "changed 1 items" in cli(
-        container, "park", "--box", box, "--key", "2", "--id", str(ids[3]), "--actor", "alice"
+        container,
+        "park",
+        "--yes",
+        "--box",
+        box,
+        "--key",
+        "2",
+        "--id",
+        str(ids[3]),
+        "--actor",
+        "alice",
     )
     assert "changed 1 items" in cli(
-        container, "discard", "--box", box, "--status", "parked", "--actor", "bob"
+        container, "discard", "--yes", "--box", box, "--status", "parked", "--actor", "bob"
     )
     rng = f"{ids[5]}:{ids[6]}"
-    assert "changed 2 items" in cli(container, "replay", "--box", box, "--id-range", rng)
+    assert "changed 2 items" in cli(container, "replay", "--yes", "--box", box, "--id-range", rng)
     assert "deleted 1 delivered and 1 failed/discarded/parked items" in cli(
-        container, "purge", "--box", box
+        container, "purge", "--yes", "--box", box
     )
     cli(container, "pause", "--box", box, "--key", "k9", "--reason", "hot key")
     cli(container, "pause", "--box", box, "--key", "k9")  # already paused: affects nothing

@@ -93,7 +93,7 @@ async def test_retry_with_dry_run_then_for_real(container: Container) -> None:
     assert out.strip() == f"dry run: retry would change 3 items of box {OUTBOX_BOX}"
     assert await snapshot(container) == before
 
-    out = cli(container, "retry", "--box", OUTBOX_BOX, "--event", "a")
+    out = cli(container, "retry", "--yes", "--box", OUTBOX_BOX, "--event", "a")
     assert out.strip() == f"retry: changed 3 items of box {OUTBOX_BOX}"
     now = await states(container)
     assert [now[i] for i in ids[:3]] == [("pending", 0)] * 3
@@ -102,7 +102,7 @@ async def test_retry_with_dry_run_then_for_real(container: Container) -> None:
     assert now[ids[6]] == ("discarded", 0)  # default is failed items only
 
     # By id: discarded and waiting items too, each due now with attempts reset.
-    cli(container, "retry", "--box", OUTBOX_BOX, "--id", str(ids[6]), "--id", str(ids[7]))
+    cli(container, "retry", "--yes", "--box", OUTBOX_BOX, "--id", str(ids[6]), "--id", str(ids[7]))
     now = await states(container)
     assert now[ids[6]] == ("pending", 0)
     assert now[ids[7]] == ("pending", 0)
@@ -110,7 +110,7 @@ async def test_retry_with_dry_run_then_for_real(container: Container) -> None:
     assert rows[ids[7]][4] is None  # next_attempt_at cleared
     # By key and status.
     assert "changed 2 items" in cli(
-        container, "retry", "--box", OUTBOX_BOX, "--key", "2", "--status", "failed"
+        container, "retry", "--yes", "--box", OUTBOX_BOX, "--key", "2", "--status", "failed"
     )
     assert (await states(container))[ids[3]] == ("pending", 0)
 
@@ -138,10 +138,12 @@ async def test_discard_by_key_and_by_id(container: Container) -> None:
     assert "would change 2 items" in cli(
         container, "discard", "--box", OUTBOX_BOX, "--key", "k1", "--dry-run"
     )
-    assert "changed 2 items" in cli(container, "discard", "--box", OUTBOX_BOX, "--key", "k1")
+    assert "changed 2 items" in cli(
+        container, "discard", "--yes", "--box", OUTBOX_BOX, "--key", "k1"
+    )
     # A pending item is discarded only when named.
     assert "changed 1 items" in cli(
-        container, "discard", "--box", OUTBOX_BOX, "--id", str(ids[3]), "--id", str(ids[2])
+        container, "discard", "--yes", "--box", OUTBOX_BOX, "--id", str(ids[3]), "--id", str(ids[2])
     )
     now = await states(container)
     assert [now[i][0] for i in ids] == [
@@ -169,15 +171,17 @@ async def test_replay_by_id_range_time_range_and_key(container: Container) -> No
     assert "would change 2 items" in cli(
         container, "replay", "--box", OUTBOX_BOX, "--id-range", rng, "--dry-run"
     )
-    assert "changed 2 items" in cli(container, "replay", "--box", OUTBOX_BOX, "--id-range", rng)
+    assert "changed 2 items" in cli(
+        container, "replay", "--yes", "--box", OUTBOX_BOX, "--id-range", rng
+    )
     now = datetime.now(UTC)
     since = (now - timedelta(hours=2)).isoformat()
     until = (now - timedelta(minutes=30)).isoformat()
     assert "changed 3 items" in cli(
-        container, "replay", "--box", OUTBOX_BOX, "--since", since, "--until", until
+        container, "replay", "--yes", "--box", OUTBOX_BOX, "--since", since, "--until", until
     )
     # A key: only its delivered items, never its failed one.
-    assert "changed 1 items" in cli(container, "replay", "--box", OUTBOX_BOX, "--key", "3")
+    assert "changed 1 items" in cli(container, "replay", "--yes", "--box", OUTBOX_BOX, "--key", "3")
     states_now = await states(container)
     assert [states_now[i][0] for i in ids] == ["pending"] * 2 + ["delivered"] + ["pending"] * 4 + [
         "failed"
@@ -193,7 +197,7 @@ async def test_purge_deletes_what_retention_allows_and_never_pending(container: 
         + [Spec("2", status=PARKED, age=old), Spec("2", status=PARKED)]
         + [Spec("3", age=old), Spec("4", status=DELIVERED)],
     )
-    out = cli(container, "purge", "--box", OUTBOX_BOX)
+    out = cli(container, "purge", "--yes", "--box", OUTBOX_BOX)
     assert out.strip() == (
         f"purge {OUTBOX_BOX}: deleted 3 delivered and 3 failed/discarded/parked items"
     )
@@ -264,9 +268,11 @@ async def test_bad_input_is_refused_and_changes_nothing(container: Container) ->
 async def test_sql_metacharacters_in_filters_are_plain_values(container: Container) -> None:
     hostile = "x'; DROP TABLE outbox_pauses; --"
     await seed(container, [Spec(hostile, status=FAILED), Spec("other", status=FAILED)])
-    assert "changed 1 items" in cli(container, "retry", "--box", OUTBOX_BOX, "--key", hostile)
+    assert "changed 1 items" in cli(
+        container, "retry", "--yes", "--box", OUTBOX_BOX, "--key", hostile
+    )
     assert "changed 0 items" in cli(
-        container, "discard", "--box", OUTBOX_BOX, "--event", "' OR 1=1 --"
+        container, "discard", "--yes", "--box", OUTBOX_BOX, "--event", "' OR 1=1 --"
     )
     cli(container, "pause", "--box", OUTBOX_BOX, "--key", hostile)
     assert [p.event_key for p in await list_pauses(container.engine())] == [hostile]

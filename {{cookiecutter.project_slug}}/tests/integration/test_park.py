@@ -61,9 +61,9 @@ async def test_park_releases_a_blocked_key_and_the_parked_head_waits_aside(
         assert [m.key for m in read_topic(bootstrap, env_topics, expect=1, settle=1.0)] == ["C"]
 
         # Park A's head by key, B's by id: the key moves on, in order.
-        out = cli(container, "park", "--box", OUTBOX_BOX, "--key", "A")
+        out = cli(container, "park", "--yes", "--box", OUTBOX_BOX, "--key", "A")
         assert out.strip() == f"park: changed 1 items of box {OUTBOX_BOX}"
-        cli(container, "park", "--box", OUTBOX_BOX, "--id", str(head_b))
+        cli(container, "park", "--yes", "--box", OUTBOX_BOX, "--id", str(head_b))
         await wait_for(lambda: _delivered(container, 5), within=20)
 
         received = read_topic(bootstrap, env_topics, expect=5, settle=1.0)
@@ -79,7 +79,7 @@ async def test_park_releases_a_blocked_key_and_the_parked_head_waits_aside(
 
         # B's parked head goes back with `retry`: delivered after the later items of B.
         assert "changed 1 items" in cli(
-            container, "retry", "--box", OUTBOX_BOX, "--status", "parked", "--key", "B"
+            container, "retry", "--yes", "--box", OUTBOX_BOX, "--status", "parked", "--key", "B"
         )
         await wait_for(lambda: _delivered(container, 6), within=20)
         received = read_topic(bootstrap, env_topics, expect=6, settle=1.0)
@@ -95,11 +95,11 @@ async def test_park_releases_a_blocked_key_and_the_parked_head_waits_aside(
     assert box.config.retention.failed == timedelta(days=14)
     await _age(container, head_a, timedelta(days=13))
     assert "deleted 0 delivered and 0 failed/discarded/parked items" in cli(
-        container, "purge", "--box", OUTBOX_BOX
+        container, "purge", "--yes", "--box", OUTBOX_BOX
     )
     await _age(container, head_a, timedelta(days=15))
     assert "deleted 0 delivered and 1 failed/discarded/parked items" in cli(
-        container, "purge", "--box", OUTBOX_BOX
+        container, "purge", "--yes", "--box", OUTBOX_BOX
     )
     assert head_a not in await states(container)
     assert await count(container, ItemStatus.DELIVERED) == 6

@@ -1,16 +1,34 @@
 """A tiny HTTP endpoint for worker and consumer processes: `/healthz` (alive: the main loop
 is turning), `/readyz` (connected and working) and, when telemetry is on, `/metrics`
-(Prometheus text format). Orchestrators restart a process whose liveness fails."""
+(Prometheus text format). Orchestrators restart a process whose liveness fails.
+
+A port another process holds (a second worker on one host) is `ProbePortTaken`, whose
+message says what to do; port 0 picks a free port (the log line names it).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
 Check = Callable[[], tuple[bool, str]]
+
+
+class ProbePortTaken(RuntimeError):
+    """The probe port is in use (or not allowed) on this host."""
+
+    def __init__(self, host: str, port: int, reason: str) -> None:
+        super().__init__(
+            f"probe port {port} on {host} is {reason} (another worker or consumer on this "
+            "host?); pass --probe-port N for another port, --probe-port auto to pick a free "
+            "one (logged), or --probe-port 0 to turn the probes off"
+        )
+        self.host = host
+        self.port = port
 
 
 class ProbeServer:
@@ -33,7 +51,14 @@ class ProbeServer:
         """Listen on `port` (0: any free port; None: no probes)."""
         if self.port is None:
             return
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        try:
+            self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ProbePortTaken(self.host, self.port, "taken") from None
+            if exc.errno == errno.EACCES:
+                raise ProbePortTaken(self.host, self.port, "not allowed (privileged)") from None
+            raise
         sockets = self._server.sockets or ()
         self.port = sockets[0].getsockname()[1] if sockets else self.port
         log.info(

@@ -112,6 +112,13 @@ def _statuses(action: Action, selection: Selection) -> tuple[ItemStatus, ...]:
     return selection.statuses
 
 
+def effective_selection(action: Action, selection: Selection) -> Selection:
+    """The selection with the statuses the action applies to (refusing others)."""
+    if action is REPLAY and not selection.narrowed:
+        raise OpsError("replay needs a selection: ids, an id range, a time range or a key")
+    return selection.with_statuses(_statuses(action, selection))
+
+
 def selection_json(selection: Selection) -> dict[str, Any]:
     """The selection as the audit log stores it: only what narrows it, statuses by name."""
     fields = {
@@ -137,9 +144,7 @@ async def apply(
     actor: str,
 ) -> ActionResult:
     """Run `action` on the selected items of `box` as `actor` (who the audit row names)."""
-    if action is REPLAY and not selection.narrowed:
-        raise OpsError("replay needs a selection: ids, an id range, a time range or a key")
-    effective = selection.with_statuses(_statuses(action, selection))
+    effective = effective_selection(action, selection)
     where, params = effective.where()
     table = box.table_name
     async with engine.begin() as conn:

@@ -1,0 +1,370 @@
+"""The destructive operator commands: retry, discard, replay, park and purge.
+
+Each validates its input, counts the rows it would change, asks for confirmation (unless
+`--yes`; refused without a terminal), then changes them in batches (`ops/batches.py`) with
+progress and one audit row per batch. Ctrl-C or an outage mid-run prints the resume
+position (`--after-id`); `--dry-run` only counts.
+"""
+
+from functools import partial
+from typing import Annotated
+
+import typer
+
+from .actions import DISCARD, PARK, REPLAY, RETRY, Action, get_box
+from .batches import BatchRun, check_batching, count_action, count_purge, run_action, run_purge
+from .console import Progress, confirm, stopped_line
+from .context import cli_actor, state
+from .errors import OpsError
+from .selection import Selection
+
+INTERRUPTED = 130
+
+
+class StoppedRun(Exception):
+    """A batched run failed after committing some batches: the resume line goes with it."""
+
+    def __init__(self, run: BatchRun, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.run = run
+        self.cause = cause
+
+    @property
+    def resume(self) -> str:
+        return f"stopped after id {self.run.resume_from}; resume with --after-id {self.run.resume_from}"
+
+
+BoxOption = Annotated[str, typer.Option("--box", help="The box (see check-config).")]
+Ids = Annotated[list[str] | None, typer.Option("--id", metavar="ID", help="Item id (repeatable).")]
+Key = Annotated[str | None, typer.Option("--key", help="Only items of this partition key.")]
+Event = Annotated[str | None, typer.Option("--event", help="Only items of this event name.")]
+Since = Annotated[
+    str | None,
+    typer.Option("--since", metavar="ISO_TIME", help="Created at or after (UTC if no offset)."),
+]
+Until = Annotated[
+    str | None,
+    typer.Option("--until", metavar="ISO_TIME", help="Created before (UTC if no offset)."),
+]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Count the items, change nothing.")]
+Actor = Annotated[
+    str | None,
+    typer.Option("--actor", metavar="NAME", help="Who the audit log names (default: the OS user)."),
+]
+Yes = Annotated[
+    bool,
+    typer.Option(
+        "--yes", "-y", help="Change without asking (required when stdin is not a terminal)."
+    ),
+]
+BatchSize = Annotated[
+    int, typer.Option("--batch-size", min=1, help="Rows changed per transaction (and audit row).")
+]
+AfterId = Annotated[
+    int,
+    typer.Option(
+        "--after-id",
+        min=0,
+        metavar="ID",
+        help="Resume: only items with a larger id (0: from the start).",
+    ),
+]
+Rate = Annotated[
+    float | None,
+    typer.Option("--rate", help="Rows per second at most (default: no limit).", show_default=False),
+]
+
+
+def _bulk(
+    ctx: typer.Context,
+    action: Action,
+    box_name: str,
+    selection_args: dict[str, object],
+    *,
+    dry_run: bool,
+    actor: str | None,
+    yes: bool,
+    batch_size: int,
+    after_id: int,
+    rate: float | None,
+) -> None:
+    cli = state(ctx)
+    check_batching(batch_size, after_id, rate)
+    box = get_box(cli.container().registry(), box_name)
+    selection = Selection.build(**selection_args)  # type: ignore[arg-type]
+    who = cli_actor(actor)
+    total = cli.run(lambda engine: count_action(engine, box, action, selection, after_id))
+    if dry_run:
+        print(f"dry run: {action.name} would change {total} items of box {box.name}")
+        return
+    if total:
+        confirm(f"{action.name} will change {total} items of box {box.name}.", yes=yes)
+    run = BatchRun(action.name, box.name, total, after_id)
+    try:
+        with Progress(run, batch_size) as progress:
+            cli.run(
+                lambda engine: run_action(
+                    engine,
+                    box,
+                    action,
+                    selection,
+                    run,
+                    actor=who,
+                    batch_size=batch_size,
+                    rate=rate,
+                    on_batch=progress.batch,
+                )
+            )
+    except KeyboardInterrupt:
+        typer.echo(stopped_line(run, "interrupted"), err=True)
+        raise typer.Exit(INTERRUPTED) from None
+    except Exception as exc:
+        if run.batches:
+            raise StoppedRun(run, exc) from exc
+        raise
+    batches = f" in {run.batches} batches" if run.batches > 1 else ""
+    print(f"{action.name}: changed {run.changed} items of box {box.name}{batches}")
+
+
+def _selection(**given: object) -> dict[str, object]:
+    return {name: value for name, value in given.items() if value is not None}
+
+
+PANEL = "Operator commands that change items (they ask first, or take --yes)"
+FailedStatuses = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--status",
+        help="failed, parked, discarded or pending (repeatable; default failed unless --id).",
+    ),
+]
+DiscardStatuses = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--status", help="failed, parked or pending (repeatable; default failed unless --id)."
+    ),
+]
+ParkStatuses = Annotated[
+    list[str] | None,
+    typer.Option("--status", help="failed or pending (repeatable; default failed unless --id)."),
+]
+IdRange = Annotated[
+    str | None, typer.Option("--id-range", metavar="FIRST:LAST", help="Ids, both inclusive.")
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add retry, discard, replay, park and purge to the console script."""
+
+    @app.command(rich_help_panel=PANEL)
+    def retry(
+        ctx: typer.Context,
+        box: BoxOption,
+        id: Ids = None,
+        status: FailedStatuses = None,
+        key: Key = None,
+        event: Event = None,
+        since: Since = None,
+        until: Until = None,
+        dry_run: DryRun = False,
+        actor: Actor = None,
+        yes: Yes = False,
+        batch_size: BatchSize = 1000,
+        after_id: AfterId = 0,
+        rate: Rate = None,
+    ) -> None:
+        """Make failed (or chosen) items pending again, due now, with attempts reset."""
+        chosen = _selection(
+            ids=id, statuses=status, event_key=key, event_name=event, since=since, until=until
+        )
+        _bulk(
+            ctx,
+            RETRY,
+            box,
+            chosen,
+            dry_run=dry_run,
+            actor=actor,
+            yes=yes,
+            batch_size=batch_size,
+            after_id=after_id,
+            rate=rate,
+        )
+
+    @app.command(rich_help_panel=PANEL)
+    def discard(
+        ctx: typer.Context,
+        box: BoxOption,
+        id: Ids = None,
+        status: DiscardStatuses = None,
+        key: Key = None,
+        event: Event = None,
+        since: Since = None,
+        until: Until = None,
+        dry_run: DryRun = False,
+        actor: Actor = None,
+        yes: Yes = False,
+        batch_size: BatchSize = 1000,
+        after_id: AfterId = 0,
+        rate: Rate = None,
+    ) -> None:
+        """Give up on failed (or chosen pending or parked) items: they are never sent."""
+        chosen = _selection(
+            ids=id, statuses=status, event_key=key, event_name=event, since=since, until=until
+        )
+        _bulk(
+            ctx,
+            DISCARD,
+            box,
+            chosen,
+            dry_run=dry_run,
+            actor=actor,
+            yes=yes,
+            batch_size=batch_size,
+            after_id=after_id,
+            rate=rate,
+        )
+
+    @app.command(rich_help_panel=PANEL)
+    def replay(
+        ctx: typer.Context,
+        box: BoxOption,
+        id: Ids = None,
+        id_range: IdRange = None,
+        key: Key = None,
+        event: Event = None,
+        since: Since = None,
+        until: Until = None,
+        dry_run: DryRun = False,
+        actor: Actor = None,
+        yes: Yes = False,
+        batch_size: BatchSize = 1000,
+        after_id: AfterId = 0,
+        rate: Rate = None,
+    ) -> None:
+        """Send delivered items again (same message id); needs a selection."""
+        chosen = _selection(
+            ids=id, id_range=id_range, event_key=key, event_name=event, since=since, until=until
+        )
+        _bulk(
+            ctx,
+            REPLAY,
+            box,
+            chosen,
+            dry_run=dry_run,
+            actor=actor,
+            yes=yes,
+            batch_size=batch_size,
+            after_id=after_id,
+            rate=rate,
+        )
+
+    @app.command(rich_help_panel=PANEL)
+    def park(
+        ctx: typer.Context,
+        box: BoxOption,
+        id: Ids = None,
+        status: ParkStatuses = None,
+        key: Key = None,
+        event: Event = None,
+        since: Since = None,
+        until: Until = None,
+        dry_run: DryRun = False,
+        actor: Actor = None,
+        yes: Yes = False,
+        batch_size: BatchSize = 1000,
+        after_id: AfterId = 0,
+        rate: Rate = None,
+    ) -> None:
+        """Move failed items (a blocked key's head) aside: their key moves on."""
+        chosen = _selection(
+            ids=id, statuses=status, event_key=key, event_name=event, since=since, until=until
+        )
+        _bulk(
+            ctx,
+            PARK,
+            box,
+            chosen,
+            dry_run=dry_run,
+            actor=actor,
+            yes=yes,
+            batch_size=batch_size,
+            after_id=after_id,
+            rate=rate,
+        )
+
+    @app.command(rich_help_panel=PANEL)
+    def purge(
+        ctx: typer.Context,
+        box: Annotated[
+            list[str] | None,
+            typer.Option("--box", help="Only this box (repeatable; default: every box)."),
+        ] = None,
+        dry_run: DryRun = False,
+        actor: Actor = None,
+        yes: Yes = False,
+        batch_size: Annotated[
+            int | None,
+            typer.Option(
+                "--batch-size",
+                min=1,
+                help="Rows deleted per transaction (default: the box's retention.batch_size).",
+                show_default=False,
+            ),
+        ] = None,
+        after_id: Annotated[
+            int,
+            typer.Option(
+                "--after-id",
+                min=0,
+                metavar="ID",
+                help="Resume: only items with a larger id; needs a single --box.",
+            ),
+        ] = 0,
+    ) -> None:
+        """Apply the retention periods now: delete old delivered, failed, discarded and parked items."""
+        cli = state(ctx)
+        check_batching(batch_size or 1, after_id, None)
+        boxes = cli.container().registry().select(box)
+        if after_id and len(boxes) != 1:
+            raise OpsError("--after-id resumes one box: give exactly one --box")
+        who = cli_actor(actor)
+        counts = {b.name: cli.run(partial(count_purge, box=b, after_id=after_id)) for b in boxes}
+        if dry_run:
+            for name, n in counts.items():
+                print(f"dry run: purge would delete {n} items of box {name}")
+            return
+        total = sum(counts.values())
+        if total:
+            listed = ", ".join(f"{n} of box {name}" for name, n in counts.items() if n)
+            confirm(f"purge will delete {total} items ({listed}).", yes=yes)
+        for b in boxes:
+            size = batch_size or b.config.retention.batch_size
+            run = BatchRun("purge", b.name, counts[b.name], after_id)
+            try:
+                with Progress(run, size) as progress:
+                    cli.run(
+                        partial(
+                            run_purge,
+                            box=b,
+                            run=run,
+                            actor=who,
+                            batch_size=size,
+                            on_batch=progress.batch,
+                        )
+                    )
+            except KeyboardInterrupt:
+                typer.echo(stopped_line(run, "interrupted") + f" --box {b.name}", err=True)
+                raise typer.Exit(INTERRUPTED) from None
+            except Exception as exc:
+                if run.batches:
+                    raise StoppedRun(run, exc) from exc
+                raise
+            print(
+                f"purge {b.name}: deleted {run.delivered} delivered and "
+                f"{run.ended} failed/discarded/parked items"
+                + (
+                    ""
+                    if run.complete
+                    else f" (another worker is purging it: stopped early; resume with --box {b.name} --after-id {run.resume_from})"
+                )
+            )

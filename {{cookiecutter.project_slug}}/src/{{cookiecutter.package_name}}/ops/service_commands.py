@@ -1,0 +1,312 @@
+"""The service's own commands: migrate, api, worker, consumer, backfill and check-config.
+
+`check-config` reads only the boxes file: it needs no database or Kafka settings. The worker
+and the consumer listen for probes on a port (`--probe-port`); a port another process holds
+stops them at once with a line that says what to do (`ProbePortTaken`), and
+`--probe-port auto` picks a free one and logs it.
+"""
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..messaging.config import ConfigError
+from .context import plain, state
+from .errors import OpsError
+
+log = logging.getLogger(__name__.split(".")[0])
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+PANEL = "Service processes"
+
+Boxes = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--box", help="Only this box (repeatable; default: every box).", show_default=False
+    ),
+]
+ProbePort = Annotated[
+    str | None,
+    typer.Option(
+        "--probe-port",
+        metavar="PORT|auto",
+        help="Port of /healthz, /readyz (and /metrics): a number, auto (a free port, logged) "
+        "or 0 (off). Default: the *_PROBE_PORT setting.",
+        show_default=False,
+    ),
+]
+
+
+def probe_port(given: str | None, configured: int) -> int | None:
+    """The ProbeServer port: None (off) for 0, 0 (any free port) for `auto`, else the port."""
+    if given is None:
+        return configured or None
+    text = given.strip().lower()
+    if text == "auto":
+        return 0
+    if not text.isascii() or not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise OpsError(f"--probe-port must be 0-65535 or auto, not {given!r}")
+    return int(text) or None
+
+
+def _migrations_dir() -> Path:
+    return Path(os.environ.get("MIGRATIONS_DIR", PROJECT_ROOT / "migrations"))
+
+
+async def _run_until_signal(
+    start: Callable[[], Coroutine[Any, Any, None]], stop: Callable[[], None]
+) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
+    await start()
+
+
+def _metrics_renderer() -> Callable[[], bytes] | None:
+{%- if cookiecutter.opentelemetry %}
+    from ..telemetry import render_metrics
+
+    return render_metrics
+{%- else %}
+    return None
+{%- endif %}
+
+
+def register(app: typer.Typer) -> None:
+    """Add the service's commands to the console script."""
+
+    @app.command(rich_help_panel=PANEL)
+    def migrate(
+        ctx: typer.Context,
+        revision: Annotated[
+            str, typer.Argument(help="The alembic revision to upgrade to.")
+        ] = "head",
+    ) -> None:
+        """Apply the database migrations (alembic upgrade)."""
+        from alembic import command
+        from alembic.config import Config
+
+        settings = state(ctx).container().settings()
+        config = Config()
+        config.set_main_option("script_location", str(_migrations_dir()))
+        config.set_main_option("sqlalchemy.url", plain(settings.database_url).replace("%", "%%"))
+        command.upgrade(config, revision)
+        log.info("database migrated to %s", revision)
+
+    @app.command(rich_help_panel=PANEL)
+    def api(
+        ctx: typer.Context,
+        host: Annotated[
+            str | None,
+            typer.Option(
+                "--host", help="Listen address (default: the API_HOST setting).", show_default=False
+            ),
+        ] = None,
+        port: Annotated[
+            int | None,
+            typer.Option(
+                "--port",
+                min=1,
+                max=65535,
+                help="Port (default: the API_PORT setting).",
+                show_default=False,
+            ),
+        ] = None,
+    ) -> None:
+        """Serve the HTTP API (and the admin page when ADMIN_TOKEN is set)."""
+        import uvicorn
+
+        from ..api.app import create_app
+
+        container = state(ctx).container()
+        settings = container.settings()
+        uvicorn.run(
+            create_app(container),
+            host=host or settings.api_host,
+            port=port or settings.api_port,
+            log_config=None,
+            access_log=False,
+        )
+
+    @app.command(rich_help_panel=PANEL)
+    def worker(
+        ctx: typer.Context,
+        box: Boxes = None,
+        concurrency: Annotated[
+            int, typer.Option("--concurrency", min=1, help="Lanes per box.")
+        ] = 2,
+        shutdown_timeout: Annotated[
+            float,
+            typer.Option("--shutdown-timeout", min=0, help="Seconds to finish a batch on stop."),
+        ] = 30.0,
+        probe: ProbePort = None,
+    ) -> None:
+        """Relay outbox items and process inbox items, until SIGTERM or Ctrl-C."""
+        from ..container import shutdown
+        from ..messaging.probes import ProbeServer
+        from ..messaging.worker import Worker
+
+        container = state(ctx).container()
+        settings = container.settings()
+        registry = container.registry()
+        for name in box or []:
+            registry.get(name)
+        port = probe_port(probe, settings.worker_probe_port)
+
+        async def main() -> None:
+            worker = Worker(
+                registry,
+                container.resources(),
+                settings.asyncpg_dsn,
+                box_names=box,
+                concurrency=concurrency,
+                middlewares=container.middlewares(),
+                shutdown_timeout=shutdown_timeout,
+                application_name=f"{settings.service_name}-worker",
+            )
+            probes = ProbeServer(
+                port,
+                worker.liveness,
+                worker.readiness,
+                _metrics_renderer(),
+                host=settings.probe_host,
+            )
+            await probes.start()  # first: a taken port stops the process before it connects
+            try:
+                container.producer().start()
+                await _run_until_signal(worker.run, worker.stop)
+            finally:
+                await probes.close()
+                await shutdown(container)
+
+        asyncio.run(main())
+
+    @app.command(rich_help_panel=PANEL)
+    def consumer(
+        ctx: typer.Context,
+        box: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--box",
+                help="Only this inbox box (repeatable; default: every inbox box).",
+                show_default=False,
+            ),
+        ] = None,
+        probe: ProbePort = None,
+    ) -> None:
+        """Consume the Kafka topics into the inbox tables, until SIGTERM or Ctrl-C."""
+        from ..messaging.inbox_consumer import InboxConsumer
+        from ..messaging.probes import ProbeServer
+
+        container = state(ctx).container()
+        settings = container.settings()
+        boxes = container.registry().select(box, kind="inbox")
+        if not boxes:
+            raise ConfigError(
+                "no inbox boxes to consume: configure one under 'inbox:' in the boxes file"
+            )
+        port = probe_port(probe, settings.consumer_probe_port)
+
+        async def main() -> None:
+            observer = container.observer()
+            consumers = [
+                InboxConsumer(
+                    b,
+                    container.engine(),
+                    settings.kafka_config(),
+                    settings.service_name,
+                    observer=observer,
+                )
+                for b in boxes
+            ]
+            loop = asyncio.get_running_loop()
+
+            def alive() -> tuple[bool, str]:
+                stalled = [
+                    c.box.name for c in consumers if c.last_poll and loop.time() - c.last_poll > 120
+                ]
+                return (False, f"consumers stalled: {stalled}") if stalled else (True, "ok")
+
+            def ready() -> tuple[bool, str]:
+                waiting = [c.box.name for c in consumers if not c.ready.is_set()]
+                return (False, f"not polling yet: {waiting}") if waiting else (True, "ok")
+
+            probes = ProbeServer(port, alive, ready, _metrics_renderer(), host=settings.probe_host)
+            await probes.start()
+
+            def stop() -> None:
+                for c in consumers:
+                    c.stop()
+
+            async def run_all() -> None:
+                await asyncio.gather(*(c.run() for c in consumers))
+
+            try:
+                await _run_until_signal(run_all, stop)
+            finally:
+                await probes.close()
+                await container.engine().dispose()
+
+        asyncio.run(main())
+
+    @app.command(rich_help_panel=PANEL)
+    def backfill(
+        ctx: typer.Context,
+        model: Annotated[str, typer.Argument(help="module:Class of a @replicated model.")],
+        name: Annotated[
+            str | None,
+            typer.Option(
+                "--name", help="Watermark name (default: the table name).", show_default=False
+            ),
+        ] = None,
+        batch_size: Annotated[
+            int, typer.Option("--batch-size", min=1, help="Rows per batch (transaction).")
+        ] = 1000,
+        rate: Annotated[
+            float, typer.Option("--rate", min=0.001, help="Rows per second at most.")
+        ] = 5000.0,
+        max_pending: Annotated[
+            int,
+            typer.Option(
+                "--max-pending", min=0, help="Pause while the box has more pending items."
+            ),
+        ] = 20_000,
+    ) -> None:
+        """Re-emit an item for every row of a replicated model, in batches (resumable)."""
+        from .backfill_run import run_backfill
+
+        run_backfill(
+            state(ctx), model, name=name, batch_size=batch_size, rate=rate, max_pending=max_pending
+        )
+
+    @app.command("check-config", rich_help_panel=PANEL)
+    def check_config() -> None:
+        """Validate the boxes file (BOXES_FILE) and list the boxes; needs no database or Kafka."""
+        from ..messaging.config import load_boxes
+        from ..messaging.registry import BoxRegistry
+
+        registry = BoxRegistry(load_boxes(boxes_file()))
+        for b in registry:
+            events = ", ".join(sorted({t.event_name or "*" for t in b.transports}))
+            print(
+                f"{b.kind:6} {b.name}: table {b.table_name}, {b.config.bucket_count} buckets, events {events}"
+            )
+
+
+def boxes_file() -> Path:
+    """BOXES_FILE as the settings read it (environment, .env), without the other settings."""
+    from pydantic_settings import BaseSettings
+
+    from ..settings import DEFAULT_BOXES_FILE, Settings
+
+    class BoxesOnly(BaseSettings):
+        model_config = Settings.model_config
+        boxes_file: Path = DEFAULT_BOXES_FILE
+
+    return BoxesOnly().boxes_file
