@@ -5,6 +5,7 @@ repeats summarised. The healthy run is the control: the same checks pass there."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -14,12 +15,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from {{ cookiecutter.package_name }}.container import Container
+from {{ cookiecutter.package_name }}.messaging.inbox_consumer import InboxConsumer, consumers_readiness
 
 from ..support import PROJECT_ROOT, service_env
 
@@ -199,3 +202,35 @@ def test_healthy_worker_and_consumer_say_ready(env: dict[str, str], tmp_path: Pa
     assert any(": ready: Kafka and PostgreSQL answer" in m for m in messages(records))
     assert not messages(records, LIBRDKAFKA)
     assert os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "") != CLOSED
+
+
+async def test_consumer_readiness_names_what_is_missing(container: Container) -> None:
+    """In one process: a consumer whose Kafka is a closed port is not ready, with the reason,
+    while one on the real Kafka is; the process answer names the one that is not."""
+    box = container.registry().select(None, kind="inbox")[0]
+    service = f"readiness-{uuid.uuid4().hex[:8]}"
+    good = InboxConsumer(
+        box, container.engine(), container.settings().kafka_config(), service, health_interval=0.5
+    )
+    bad = InboxConsumer(
+        box, container.engine(), {"bootstrap.servers": CLOSED}, service, health_interval=0.5
+    )
+    assert good.readiness()[0] is False  # nothing checked yet
+    tasks = [asyncio.create_task(c.run()) for c in (good, bad)]
+    try:
+        await asyncio.wait_for(good.ready.wait(), 30)
+        for _ in range(60):
+            if bad.kafka_problem and bad.kafka_problem.startswith("cannot reach Kafka"):
+                break
+            await asyncio.sleep(0.5)
+        assert good.readiness() == (True, f"inbox {box.name}: ok")
+        assert consumers_readiness([good]) == (True, "ok: 1 inbox consumers")
+        ok, detail = consumers_readiness([good, bad])
+        assert ok is False
+        assert detail.startswith(f"inbox {box.name} not ready: Kafka: cannot reach Kafka ("), detail
+        assert "PostgreSQL" not in detail  # the database answers
+        assert not bad.ready.is_set()
+    finally:
+        for consumer in (good, bad):
+            consumer.stop()
+        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 60)

@@ -570,3 +570,13 @@ class InboxConsumer:
             consumer.commit(offsets=commit, asynchronous=True)
         except KafkaException as exc:
             self._on_commit(exc.args[0], commit)
+
+
+def consumers_readiness(consumers: Sequence[InboxConsumer]) -> tuple[bool, str]:
+    """The `/readyz` answer of a consumer process: ready when every consumer is, otherwise
+    each one's reasons (`inbox payments not ready: Kafka: cannot reach Kafka (...)`)."""
+    answers = [consumer.readiness() for consumer in consumers]
+    problems = [detail for ok, detail in answers if not ok]
+    if problems:
+        return False, "; ".join(problems)
+    return True, f"ok: {len(answers)} inbox consumers"
