@@ -16,7 +16,7 @@ import typer
 
 from .messaging.config import ConfigError
 from .messaging.probes import ProbePortTaken
-from .ops import bulk_commands, commands, service_commands
+from .ops import bulk_commands, commands, purge_command, service_commands
 from .ops.bulk_commands import StoppedRun
 from .ops.console import ConfirmationRefused
 from .ops.context import CliState
@@ -80,6 +80,7 @@ def _root(
 service_commands.register(app)
 commands.register(app)
 bulk_commands.register(app)
+purge_command.register(app)
 
 
 def _fail(message: object) -> None:

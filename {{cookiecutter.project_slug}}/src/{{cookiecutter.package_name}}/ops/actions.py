@@ -1,15 +1,14 @@
-"""Retry, discard, replay, park and purge: bulk status changes an operator asks for.
+"""Retry, discard, replay and park: bulk status changes an operator asks for.
 
-Each runs one parameterised UPDATE (or, dry, one COUNT) restricted to the statuses the
-action applies to, writes one audit row (who, which selection, how many rows) in the same
-transaction, then wakes the box's workers. A dry run changes nothing and writes no row.
-The relay records an outcome only on an item still in the state it claimed, so a worker
+`apply` (the admin API's) runs one parameterised UPDATE (or, dry, one COUNT) restricted to
+the statuses the action applies to, writes one audit row (who, which selection, how many
+rows) in the same transaction, then wakes the box's workers. A dry run changes nothing and
+writes no row. The CLI runs the same actions in batches (`batches.py`). The relay records an outcome only on an item still in the state it claimed, so a worker
 that held one of the rows in an unrecorded batch drops its record after your change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +18,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..messaging.audit import write_audit
 from ..messaging.config import ConfigError
 from ..messaging.registry import Box, BoxRegistry
-from ..messaging.retention import RetentionReport, purge
 from ..messaging.status import ItemStatus
 from .errors import NotFound, OpsError
 from .selection import Selection
@@ -165,11 +163,3 @@ async def apply(
         )
         await conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": box.channel})
     return ActionResult(action.name, box.name, changed, False)
-
-
-async def purge_now(
-    engine: AsyncEngine, boxes: Sequence[Box], *, actor: str
-) -> dict[str, RetentionReport]:
-    """Run retention for the boxes now (as the workers do every `interval_seconds`), with
-    one audit row per box naming `actor`."""
-    return {box.name: await purge(engine, box, actor=actor) for box in boxes}

@@ -213,6 +213,33 @@ def register(app: typer.Typer) -> None:
         ),
     ]
 
+    @app.command(rich_help_panel="Development")
+    def asyncapi(
+        output: Annotated[
+            Path | None,
+            typer.Option(
+                "--output",
+                help="Where the document goes (default contracts/asyncapi.json; - is stdout).",
+                show_default=False,
+            ),
+        ] = None,
+        check: Annotated[
+            bool,
+            typer.Option(
+                "--check",
+                help="Compare the published document with the current one; exit 1 on a "
+                "breaking change.",
+            ),
+        ] = False,
+    ) -> None:
+        """Write the AsyncAPI 3.0 document of the boxes file, or --check it (needs no database)."""
+        from ..messaging.asyncapi import main as asyncapi_main
+        from .service_commands import boxes_file
+
+        code = asyncapi_main(output, check, boxes_file())
+        if code:
+            raise typer.Exit(code)
+
     @generate.command("item")
     def generate_item_command(
         name: Annotated[str, typer.Argument(help="e.g. audit_log -> box audit_log_outbox_item.")],
