@@ -125,6 +125,7 @@ async def test_the_api_serves_the_running_services_document(
 async def test_a_relayed_message_matches_its_documented_headers_and_payload(
     container: Container, env_topics: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    container.registry()  # the session's registry keeps the declared models, built first
     monkeypatch.setattr(OutboxItem, "event_types", EventTypes(Shipped))
     registry = make_registry()
     document = build_document(registry)

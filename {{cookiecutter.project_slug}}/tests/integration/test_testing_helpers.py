@@ -66,8 +66,10 @@ class RefundHandler(EventHandler[Refund]):
 
 
 @pytest.fixture
-def typed_outbox(monkeypatch: pytest.MonkeyPatch) -> Outbox:
-    """An Outbox whose outbox box declares `Noted`."""
+def typed_outbox(container: Container, monkeypatch: pytest.MonkeyPatch) -> Outbox:
+    """An Outbox whose outbox box declares `Noted` (the session's registry, built first,
+    keeps the configured models)."""
+    container.registry()
     monkeypatch.setattr(OutboxItem, "event_types", EventTypes(Noted))
     return Outbox(make_registry())
 
