@@ -260,8 +260,9 @@ class InboxConsumer:
 
     def _on_error(self, error: KafkaError) -> None:
         if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            # Runs on the consume thread: readiness() reads this at once; the `ready` event
+            # follows at the next health check, on the event loop.
             self.kafka_problem = f"no Kafka broker reachable ({error.str()})"
-            self._update_ready()
             log_client_error(
                 log,
                 logging.ERROR,
@@ -313,10 +314,10 @@ class InboxConsumer:
         try:
             async with asyncio.timeout(5.0), self._connections.acquire() as conn:
                 await conn.fetchval("SELECT 1")
-        except Exception as exc:
-            if not is_unavailable(exc) and not isinstance(exc, TimeoutError | OSError):
-                raise
-            problem = f"cannot reach PostgreSQL ({type(exc).__name__}: {exc})"
+        except Exception as exc:  # whatever it is, the database does not answer
+            problem = (
+                f"cannot reach PostgreSQL ({type(exc).__name__}: {exc or 'no answer within 5 s'})"
+            )
             if self.db_problem != problem:
                 log.error("inbox %s: %s; not ready until it answers", self.box.name, problem)
             self.db_problem = problem
