@@ -13,13 +13,14 @@ import shutil
 import subprocess
 import tomllib
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 
 from combos import SUPPORTED
-from conftest import bake, clean_env, require_python, run, uv_binary
+from conftest import bake, clean_env, require_python, resolve_context, run, uv_binary
 
 pytestmark = pytest.mark.bake
 
@@ -214,3 +215,21 @@ def test_ci_installs_the_lock_with_the_dockerfiles_uv(
     assert not [line for line in installs if "uv pip install" in line]
     assert all('"uv==$UV_VERSION"' in line for line in installs if "pip install" in line)
     assert "uv export --locked" in text
+
+
+def test_the_post_generation_hint_locks_first_and_never_calls_a_bare_script(
+    post_gen: ModuleType,
+) -> None:
+    context = resolve_context({})
+    slug = context["project_slug"]
+    lines = [line.split("#")[0].strip() for line in post_gen.next_steps(context).splitlines()]
+    commands = [line for line in lines if line]
+    lock = commands.index("uv lock")
+    assert lock < commands.index("docker compose up")
+    assert lock < commands.index("uv sync --locked --extra dev")
+    runs = [line for line in commands if slug in line.split() and not line.startswith("cd ")]
+    assert runs
+    for line in runs:
+        for part in line.split("&&"):
+            words = part.split()
+            assert words[:3] == ["uv", "run", slug], f"not on PATH without uv run: {line}"
