@@ -40,10 +40,10 @@ async def test_stats_reports_depths_lag_hot_spots_and_errors(container: Containe
         container,
         [Spec("7") for _ in range(4)]
         + [Spec("8", age=timedelta(minutes=5)), Spec("9", waiting=True, errors=2, last_error="E1")]
-        + [Spec("1", "order_paid", FAILED, 11, "Boom: broker said no")] * 3
-        + [Spec("2", "order_shipped", FAILED, 11, "Other: nope")]
+        + [Spec("1", "invoice_paid", FAILED, 11, "Boom: broker said no")] * 3
+        + [Spec("2", "invoice_sent", FAILED, 11, "Other: nope")]
         + [Spec("3", status=DELIVERED)] * 5
-        + [Spec("4", status=DISCARDED), Spec("5", "order_paid", PARKED, 11, "Parked: poison")],
+        + [Spec("4", status=DISCARDED), Spec("5", "invoice_paid", PARKED, 11, "Parked: poison")],
     )
     cli(container, "pause", "--box", OUTBOX_BOX, "--key", "7", "--reason", "hot key")
     stats = json.loads(cli(container, "stats", "--json", "--box", OUTBOX_BOX, "--top", "2"))
@@ -64,7 +64,7 @@ async def test_stats_reports_depths_lag_hot_spots_and_errors(container: Containe
     assert len(box["deepest_keys"]) == 2
     assert box["deepest_buckets"][0]["pending"] >= 4
     assert box["failing"][0] == {
-        "event_name": "order_paid",
+        "event_name": "invoice_paid",
         "failed": 3,
         "retrying": 0,
         "last_error": "Boom: broker said no",
@@ -73,7 +73,7 @@ async def test_stats_reports_depths_lag_hot_spots_and_errors(container: Containe
     text = cli(container, "stats")
     assert f"outbox {OUTBOX_BOX}" in text
     assert "pending 6  failed 4  delivered 5  discarded 1  parked 1" in text
-    assert "failing order_paid: 3 failed, 0 retrying; last: Boom: broker said no" in text
+    assert "failing invoice_paid: 3 failed, 0 retrying; last: Boom: broker said no" in text
     assert "PAUSED: key '7' of box" in text
 
 
