@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from {{ cookiecutter.package_name }}.container import Container
 from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
@@ -229,3 +230,82 @@ async def test_purge_deletes_in_batches_and_asks_first(container: Container) -> 
     assert f"purge {OUTBOX_BOX}: deleted {ROWS} delivered" in result.stdout
     assert await count(container, ItemStatus.DELIVERED) == 3
     assert [r[0] for r in await audit(container, "purge")] == [1000, 1000, 500]
+
+
+class Proxy:
+    """A TCP proxy to PostgreSQL that the test can cut: a database outage in mid-run."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.server: asyncio.Server | None = None
+        self.writers: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*self.target)
+        self.writers += [writer, up_writer]
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, RuntimeError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    async def cut(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        for writer in self.writers:
+            writer.transport.abort()
+        await self.server.wait_closed()
+
+
+def _start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "{{ cookiecutter.package_name }}.cli", *args],
+        env=env,
+        cwd=PROJECT_ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+async def test_an_outage_in_mid_run_is_one_line_with_the_resume_position(
+    container: Container,
+) -> None:
+    await make_items(container, ROWS, ItemStatus.FAILED)
+    real = make_url(container.settings().database_url)
+    proxy = Proxy(real.host or "127.0.0.1", real.port or 5432)
+    port = await proxy.start()
+    url = real.set(host="127.0.0.1", port=port).render_as_string(hide_password=False)
+    args = ["park", "--box", OUTBOX_BOX, "--yes", "--batch-size", "1000", "--rate", "1000"]
+    process = await asyncio.to_thread(_start, args, service_env(container, DATABASE_URL=url))
+    assert process.stdout is not None
+    first = await asyncio.to_thread(process.stdout.readline)
+    await proxy.cut()
+    out, err = await asyncio.to_thread(process.communicate, timeout=90)
+    assert " batch 1: 1000 items" in first, (first, err)
+    assert process.returncode == 3, (out, err)
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "PostgreSQL at " in lines[0]
+    match = re.search(r"stopped after id (\d+); resume with --after-id (\d+)$", lines[0])
+    assert match, lines[0]
+    done = await count(container, ItemStatus.PARKED)
+    assert done in (1000, 2000)
+    assert sum(r[0] for r in await audit(container, "park")) == done
+    resumed = run_cli(*args[:-2], "--after-id", match.group(1), env=service_env(container))
+    assert resumed.returncode == 0, resumed.stderr
+    assert await count(container, ItemStatus.PARKED) == ROWS
+    assert sum(r[0] for r in await audit(container, "park")) == ROWS
