@@ -36,6 +36,13 @@ class _NotExporter(logging.Filter):
         return not any(name == n or name.startswith(n + ".") for n in NOT_EXPORTED)
 
 
+class _OtlpHandler(LoggingHandler):
+    def flush(self) -> None:
+        """Nothing to do: the provider exports its batches on its own schedule and at exit.
+        (The base class starts a thread to flush; `logging.shutdown` flushes every handler
+        at exit, when no thread can start any more, and printed a traceback.)"""
+
+
 class LogExport:
     """The provider and the root logger's handler; `close` flushes and detaches them."""
 
@@ -69,7 +76,7 @@ def export_logs(settings: Settings, resource: Resource) -> LogExport | None:
         return None
     provider = LoggerProvider(resource=resource)
     provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter(endpoint=endpoint)))
-    handler = LoggingHandler(logger_provider=provider)
+    handler = _OtlpHandler(logger_provider=provider)
     handler.addFilter(_NotExporter())
     logging.getLogger().addHandler(handler)
     return LogExport(provider, handler)

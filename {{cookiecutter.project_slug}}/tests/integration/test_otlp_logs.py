@@ -146,6 +146,7 @@ async def test_the_services_log_records_arrive_over_otlp_with_their_trace(
         # The process exports its batch when it exits (the SDK flushes at exit).
         out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 0, err.decode()
+    assert "Traceback" not in err.decode(), err.decode()  # e.g. from a handler at exit
     trace_id, span_id = out.decode().split()
     records = log_records(received)
     inside = records.get(f"inside the span {marker}")
