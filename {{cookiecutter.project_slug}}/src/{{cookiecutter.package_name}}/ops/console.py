@@ -30,7 +30,7 @@ def confirm(question: str, *, yes: bool) -> None:
     """Return when confirmed (`--yes`, or "y" at the prompt); raise ConfirmationRefused."""
     if yes:
         return
-    if not sys.stdin.isatty():
+    if sys.stdin is None or not sys.stdin.isatty():  # None: started with stdin closed
         raise ConfirmationRefused(
             f"{question} Not confirmed: no terminal to ask on; pass --yes (-y) to confirm, "
             "or --dry-run to only count",
