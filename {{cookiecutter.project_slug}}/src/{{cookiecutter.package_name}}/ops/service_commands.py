@@ -201,7 +201,7 @@ def register(app: typer.Typer) -> None:
         probe: ProbePort = None,
     ) -> None:
         """Consume the Kafka topics into the inbox tables, until SIGTERM or Ctrl-C."""
-        from ..messaging.inbox_consumer import InboxConsumer
+        from ..messaging.inbox_consumer import InboxConsumer, consumers_readiness
         from ..messaging.probes import ProbeServer
 
         container = state(ctx).container()
@@ -234,8 +234,7 @@ def register(app: typer.Typer) -> None:
                 return (False, f"consumers stalled: {stalled}") if stalled else (True, "ok")
 
             def ready() -> tuple[bool, str]:
-                waiting = [c.box.name for c in consumers if not c.ready.is_set()]
-                return (False, f"not polling yet: {waiting}") if waiting else (True, "ok")
+                return consumers_readiness(consumers)
 
             probes = ProbeServer(port, alive, ready, _metrics_renderer(), host=settings.probe_host)
             await probes.start()
