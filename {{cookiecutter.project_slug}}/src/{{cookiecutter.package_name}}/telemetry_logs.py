@@ -59,7 +59,10 @@ class LogExport:
 
 
 def logs_endpoint(settings: Settings) -> str | None:
-    """Where log records go: the logs endpoint if set, else the OTLP endpoint's /v1/logs."""
+    """Where log records go: the logs endpoint if set, else the OTLP endpoint's /v1/logs;
+    nowhere with the standard `OTEL_LOGS_EXPORTER=none`."""
+    if os.environ.get("OTEL_LOGS_EXPORTER", "").strip().lower() == "none":
+        return None
     specific = os.environ.get("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")
     if specific:
         return specific

@@ -167,17 +167,19 @@ async def test_the_services_log_records_arrive_over_otlp_with_their_trace(
 
 
 @pytest.mark.parametrize(
-    ("disabled", "endpoint"),
-    [(True, "http://127.0.0.1:9/"), (False, None)],
-    ids=["sdk-disabled", "no-endpoint"],
+    ("disabled", "endpoint", "exporter"),
+    [(True, "http://127.0.0.1:9/", ""), (False, None, ""), (False, "http://127.0.0.1:9/", "none")],
+    ids=["sdk-disabled", "no-endpoint", "logs-exporter-none"],
 )
 def test_no_export_without_an_endpoint_or_with_the_sdk_disabled(
     container: Container,
     monkeypatch: pytest.MonkeyPatch,
     disabled: bool,
     endpoint: str | None,
+    exporter: str,
 ) -> None:
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", raising=False)
+    monkeypatch.setenv("OTEL_LOGS_EXPORTER", exporter)
     settings = container.settings().model_copy(
         update={"otel_sdk_disabled": disabled, "otel_exporter_otlp_endpoint": endpoint}
     )
