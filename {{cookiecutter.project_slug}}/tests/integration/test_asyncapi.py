@@ -101,16 +101,22 @@ async def test_the_api_serves_the_running_services_document(
 ) -> None:
     monkeypatch.setenv("{{ cookiecutter.outbox_item.upper() }}_EVENTS_TOPIC", "deployed-topic")
     container = Container()
-    container.settings.override(settings)
+    container.settings.override(settings.model_copy(update={"api_docs": True}))
+    hidden = Container()
+    hidden.settings.override(settings.model_copy(update={"api_docs": False}))
     try:
-        app = create_app(container)
         async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test"
+            transport=httpx.ASGITransport(app=create_app(hidden)), base_url="http://test"
+        ) as client:
+            assert (await client.get("/asyncapi.json")).status_code == 404  # API_DOCS=false
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=create_app(container)), base_url="http://test"
         ) as client:
             response = await client.get("/asyncapi.json")
             again = await client.get("/asyncapi.json")
     finally:
         await shutdown(container)
+        await shutdown(hidden)
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
     served = response.json()

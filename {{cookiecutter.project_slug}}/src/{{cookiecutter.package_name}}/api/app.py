@@ -1,8 +1,8 @@
 """The FastAPI application factory.
 
 Besides the routes: request bodies pass the body guard (size limit, strict JSON), refused
-input gets a 422 that does not echo it, and the OpenAPI schema is served only with
-`API_DOCS=true`. The /docs and /redoc pages are never served: FastAPI's load their scripts
+input gets a 422 that does not echo it, and the OpenAPI schema and the AsyncAPI document
+(`/asyncapi.json`) are served only with `API_DOCS=true`. The /docs and /redoc pages are never served: FastAPI's load their scripts
 and styles from a third-party CDN, which the admin origin must not run.
 """
 
@@ -45,7 +45,8 @@ def create_app(container: Container | None = None) -> FastAPI:
     app.add_middleware(BodyGuard, max_body_bytes=settings.api_max_body_bytes)
     validation.install(app)
     app.include_router(health.router)
-    app.include_router(asyncapi.router)
+    if settings.api_docs:
+        app.include_router(asyncapi.router)
     admin.install(app, settings)
     db_errors.install(app)
 {%- if cookiecutter.include_example_domain %}

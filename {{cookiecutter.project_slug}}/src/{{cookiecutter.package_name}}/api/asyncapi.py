@@ -1,9 +1,10 @@
 """`GET /asyncapi.json`: the running service's AsyncAPI 3.0 document (messaging/asyncapi.py).
 
 Built from the boxes as this process loaded them (topics as configured by its environment)
-on the first request, then served from memory: the boxes do not change while it runs. Like
-/healthz it needs no token: it describes topics and event schemas, which the teams that
-produce and consume them read; it holds no data.
+on the first request, then served from memory: the boxes do not change while it runs.
+Served only with `API_DOCS=true`, like `/openapi.json` (docs/security.md): it holds no data,
+but maps the service's topics, consumer groups and event schemas. The same document, with the
+configuration's defaults, is committed as contracts/asyncapi.json.
 """
 
 from __future__ import annotations
