@@ -2,8 +2,9 @@
 
 Besides the routes: request bodies pass the body guard (size limit, strict JSON), refused
 input gets a 422 that does not echo it, and the OpenAPI schema and the AsyncAPI document
-(`/asyncapi.json`) are served only with `API_DOCS=true`. The /docs and /redoc pages are never served: FastAPI's load their scripts
-and styles from a third-party CDN, which the admin origin must not run.
+(`/asyncapi.json`) are served only with `API_DOCS=true`. The /docs and /redoc pages are never
+served: FastAPI's load their scripts and styles from a third-party CDN, which the admin origin
+must not run.
 """
 
 from __future__ import annotations
