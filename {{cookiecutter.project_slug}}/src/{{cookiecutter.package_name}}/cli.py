@@ -31,7 +31,7 @@ HELP = (
     "Environment (the process environment, and a .env file in the working directory):\n\n"
     "DATABASE_URL (postgresql+asyncpg://user:password@host:5432/db) and "
     "KAFKA_BOOTSTRAP_SERVERS (host:port, comma-separated) are required by every command "
-    "except check-config and generate; Kafka is used by worker, consumer and api. "
+    "except check-config, generate and asyncapi; Kafka is used by worker, consumer and api. "
     "BOXES_FILE (default config/boxes.yaml) is read by every command except migrate and "
     "generate; check-config needs nothing else.\n\n"
     "Exit codes: 0 done; 1 not confirmed; 2 bad command line, settings, boxes file or input; "

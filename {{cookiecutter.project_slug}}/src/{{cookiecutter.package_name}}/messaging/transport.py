@@ -151,7 +151,7 @@ class InboxHandler(BaseTransport):
 E = TypeVar("E", bound=BaseModel)
 
 
-class EventHandler(InboxHandler, Generic[E]):  # noqa: UP046 - Python 3.11 is supported
+class EventHandler(InboxHandler, Generic[E]):
     """An inbox handler of one event, typed: declare the model as the type argument (or set
     `model`) and implement `handle_event`, which gets the parsed instance::
 
