@@ -8,14 +8,14 @@ machine (an impossible change is 409), and a PATCH that changes nothing emits no
 from __future__ import annotations
 
 from datetime import datetime
-from decimal import Decimal
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, status
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..domain import rules, service
+from ..domain.events import Amount
 from ..domain.models import Order
 from ..messaging.create import Outbox
 from . import deps
@@ -24,17 +24,6 @@ from .params import StrictInt
 router = APIRouter(prefix="/orders", tags=["orders"])
 
 
-Amount = Annotated[
-    Decimal,
-    Field(
-        gt=0,
-        le=rules.MAX_AMOUNT,
-        max_digits=rules.AMOUNT_DIGITS,
-        decimal_places=rules.AMOUNT_DECIMALS,
-        allow_inf_nan=False,
-    ),
-    AfterValidator(rules.money),
-]
 OrderId = Annotated[StrictInt, Path(ge=1, le=rules.MAX_ORDER_ID)]
 
 

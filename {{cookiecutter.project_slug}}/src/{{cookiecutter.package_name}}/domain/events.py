@@ -16,6 +16,20 @@ from pydantic import AfterValidator, Field, Strict
 from ..messaging.events import Event
 from . import rules
 
+# A money amount as the API and the payment events take it: a positive decimal with at most
+# two places that fits orders.amount (Numeric(14, 2)), never rounded (rules.money).
+Amount = Annotated[
+    Decimal,
+    Field(
+        gt=0,
+        le=rules.MAX_AMOUNT,
+        max_digits=rules.AMOUNT_DIGITS,
+        decimal_places=rules.AMOUNT_DECIMALS,
+        allow_inf_nan=False,
+    ),
+    AfterValidator(rules.money),
+]
+
 
 class OrderState(Event):
     """An order as its events carry it."""
@@ -57,14 +71,4 @@ class PaymentReceived(Event):
     schema_version: ClassVar[int] = 1
 
     order_id: Annotated[int, Strict(), Field(ge=1, le=rules.MAX_ORDER_ID)]
-    amount: Annotated[
-        Decimal,
-        Field(
-            gt=0,
-            le=rules.MAX_AMOUNT,
-            max_digits=rules.AMOUNT_DIGITS,
-            decimal_places=rules.AMOUNT_DECIMALS,
-            allow_inf_nan=False,
-        ),
-        AfterValidator(rules.money),
-    ]
+    amount: Amount
