@@ -42,6 +42,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from .messaging.failures import failure_text
 from .messaging.middleware import CreateCall, CreateNext, Middlewares
 from .messaging.observe import Observer, ProcessScope, PublishSpan
 from .messaging.registry import Box
@@ -160,8 +161,15 @@ def _inject(span: Span) -> dict[str, str]:
 
 def _finish(span: Span, error: BaseException | None) -> None:
     if error is not None:
-        span.record_exception(error)
-        span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
+        # Not span.record_exception: its message and stack trace carry str(error), which for
+        # a database error holds the statement's parameters (payload values). The same text
+        # as last_error instead (messaging/failures.py).
+        text = failure_text(error)
+        span.add_event(
+            "exception",
+            {"exception.type": type(error).__qualname__, "exception.message": text},
+        )
+        span.set_status(Status(StatusCode.ERROR, text[:200]))
     span.end()
 
 

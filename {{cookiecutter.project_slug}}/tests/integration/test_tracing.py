@@ -8,16 +8,21 @@ import re
 import uuid
 from collections.abc import Iterator
 
+import asyncpg  # type: ignore[import-untyped]
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from sqlalchemy import func, select, text
+from opentelemetry.trace import StatusCode
+from sqlalchemy import func, insert, select, text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from {{ cookiecutter.package_name }}.container import Container
 from {{ cookiecutter.package_name }}.messaging.builtin_transports import HttpWebhookTransport
 from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from {{ cookiecutter.package_name }}.messaging.transport import InboxHandler, ItemRecord
 from {{ cookiecutter.package_name }}.telemetry import render_metrics
 from {{ cookiecutter.package_name }}.telemetry_clients import DB_INSTRUMENTATION
 
@@ -256,3 +261,58 @@ async def test_counters_move_by_exactly_the_items_processed(
         metric("outbox_items_delivered_total", box=OUTBOX_BOX, event=event) - delivered_before == 7
     )
     assert metric("outbox_pending_depth", box=OUTBOX_BOX) >= 0
+
+
+SPAN_SECRET = "secret-span-7f3"
+
+
+class LeakyRefusal(InboxHandler):
+    """Fails the way a refused write does: SQLAlchemy's error text carries the statement's
+    parameters (here a value that must never reach a span)."""
+
+    async def handle(self, item: ItemRecord, payload: bytes, session: AsyncSession) -> bool:
+        raise IntegrityError(
+            "INSERT INTO notes (note) VALUES ($1)",
+            (SPAN_SECRET,),
+            asyncpg.UniqueViolationError('duplicate key value violates unique constraint "n"'),
+        )
+
+
+async def test_a_failed_items_span_names_the_error_but_never_its_values(
+    container: Container, spans: InMemorySpanExporter
+) -> None:
+    registry = make_registry(inbox={"transports": [transport(LeakyRefusal)], "max_retries": 0})
+    box = registry.get(INBOX_BOX)
+    async with container.engine().begin() as conn:
+        await conn.execute(
+            insert(InboxItem),
+            [
+                {
+                    "uuid": uuid.uuid4(),
+                    "event_name": "thing_refused",
+                    "event_key": "k",
+                    "bucket": box.bucket_for("k"),
+                    "payload": b"{}",
+                    "headers": {},
+                }
+            ],
+        )
+    async with running_worker(container, registry, boxes=[INBOX_BOX]):
+        await wait_for(lambda: _at_least_failed(container, 1), within=20)
+    process = by_name(spans.get_finished_spans(), f"{INBOX_BOX} process")
+    assert process.status.status_code is StatusCode.ERROR
+    expected = (
+        'UniqueViolationError (SQLSTATE 23505): duplicate key value violates unique constraint "n"'
+    )
+    assert process.status.description == expected
+    events = [(e.name, dict(e.attributes or {})) for e in process.events]
+    assert events == [
+        ("exception", {"exception.type": "IntegrityError", "exception.message": expected})
+    ]
+    exported = repr(process.to_json())
+    for leak in (SPAN_SECRET, "[parameters", "INSERT INTO"):
+        assert leak not in exported, leak
+
+
+async def _at_least_failed(container: Container, expected: int) -> bool:
+    return await count(container, InboxItem, ItemStatus.FAILED) >= expected
