@@ -16,8 +16,9 @@
 #      TEMPLATE_ALLOW_MISSING_PYTHON=1 (skip combinations whose Python is not installed),
 #      TEMPLATE_PYTHON_3_12=/abs/python3.12 etc. (use this interpreter for that version),
 #      TEMPLATE_ALL_SUITES=1 (run the whole baked suite of every combination; by default
-#      only those marked full_suite in tests/combos.py run their fault-injection and
-#      guarantees tests, the others run the rest; much slower),
+#      only the default runs its guarantees suite, those marked full_suite in
+#      tests/combos.py their fault-injection tests, and skip_modules are left out; much
+#      slower),
 #      TEMPLATE_SUITE_ARGS='-m "not slow"' (extra pytest args for the baked suites; for quick
 #      local runs: skips their fault-injection tests).
 #      GUARANTEES_FAST=0 (the baked suites' guarantees scenarios with the full 30 s Kafka
