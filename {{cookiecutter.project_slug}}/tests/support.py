@@ -7,13 +7,15 @@ import asyncio
 import copy
 import threading
 import time
+import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg  # type: ignore[import-untyped]
 import yaml
 from alembic import command
 from alembic.config import Config
@@ -47,6 +49,27 @@ OUTBOX_BOX = "{{ cookiecutter.outbox_item }}_outbox_item"
 INBOX_BOX = "{{ cookiecutter.inbox_item }}_inbox_item"
 OutboxItem = items.{{ cookiecutter.outbox_item.title().replace('_', '') }}OutboxItem
 InboxItem = items.{{ cookiecutter.inbox_item.title().replace('_', '') }}InboxItem
+
+
+@contextmanager
+def empty_database(server_url: str, prefix: str) -> Iterator[str]:
+    """A new, empty database on the server of `server_url` (whose user may create
+    databases), as a postgresql+asyncpg:// URL; dropped afterwards."""
+    admin = server_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+    async def sql(statement: str) -> None:
+        conn = await asyncpg.connect(admin)
+        try:
+            await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    asyncio.run(sql(f'CREATE DATABASE "{name}"'))
+    try:
+        yield f"{server_url.rpartition('/')[0]}/{name}"
+    finally:
+        asyncio.run(sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 def migrate(database_url: str) -> None:

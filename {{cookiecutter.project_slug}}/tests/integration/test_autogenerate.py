@@ -11,7 +11,6 @@ declares and autogenerate would rightly propose to drop."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import subprocess
@@ -20,13 +19,12 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import asyncpg  # type: ignore[import-untyped]
 import pytest
 
 import {{ cookiecutter.package_name }}
 
 from ..services import Services
-from ..support import migrate
+from ..support import empty_database, migrate
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,23 +44,9 @@ def _alembic(database_url: str, *args: str) -> tuple[int, str]:
 @pytest.fixture
 def migrated_alone(services: Services) -> Iterator[str]:
     """A new database at the latest migration, dropped afterwards."""
-    admin = services.database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
-    name = f"autogen_{uuid.uuid4().hex[:12]}"
-
-    async def admin_sql(statement: str) -> None:
-        conn = await asyncpg.connect(admin)
-        try:
-            await conn.execute(statement)
-        finally:
-            await conn.close()
-
-    asyncio.run(admin_sql(f'CREATE DATABASE "{name}"'))
-    url = f"{services.database_url.rpartition('/')[0]}/{name}"
-    try:
+    with empty_database(services.database_url, "autogen") as url:
         migrate(url)
         yield url
-    finally:
-        asyncio.run(admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 def test_autogenerate_on_a_migrated_database_finds_nothing(migrated_alone: str) -> None:

@@ -18,7 +18,7 @@ import asyncpg  # type: ignore[import-untyped]
 import pytest
 
 from ..services import Services
-from ..support import PROJECT_ROOT, produce, read_topic
+from ..support import PROJECT_ROOT, empty_database, produce, read_topic
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 IGNORE = shutil.ignore_patterns(
@@ -46,19 +46,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def fresh_database(services: Services) -> Iterator[str]:
-    admin = services.database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
-    name = f"test_gen_{uuid.uuid4().hex[:10]}"
-
-    async def sql(statement: str) -> None:
-        conn = await asyncpg.connect(admin)
-        try:
-            await conn.execute(statement)
-        finally:
-            await conn.close()
-
-    asyncio.run(sql(f'CREATE DATABASE "{name}"'))
-    yield f"{services.database_url.rpartition('/')[0]}/{name}"
-    asyncio.run(sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with empty_database(services.database_url, "test_gen") as url:
+        yield url
 
 
 def env_for(project: Path, **extra: str) -> dict[str, str]:
