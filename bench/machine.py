@@ -72,17 +72,44 @@ def load1() -> float:
 
 
 def wait_for_quiet(
-    threshold: float, max_minutes: float, poll_seconds: float = 30.0
-) -> tuple[bool, float]:
-    """Wait until the 1-minute load average is below `threshold`; (quiet, load at the end)."""
-    deadline = time.monotonic() + max_minutes * 60
+    threshold: float, max_seconds: float, poll_seconds: float = 5.0
+) -> tuple[bool, float, float]:
+    """Wait until the 1-minute load average is below `threshold`, at most `max_seconds`:
+    (quiet, load at the end, seconds waited). A wait of 0 only measures."""
+    started = time.monotonic()
+    deadline = started + max_seconds
+    announced = False
     while True:
         load = load1()
+        waited = time.monotonic() - started
         if load < threshold:
-            log(f"load average {load:.2f} < {threshold}: starting")
-            return True, load
+            if announced:
+                log(f"load average {load:.2f} < {threshold} after {waited:.0f}s: starting")
+            return True, load, waited
         if time.monotonic() >= deadline:
-            log(f"load average still {load:.2f} after {max_minutes:.0f} min: running anyway")
-            return False, load
-        log(f"load average {load:.2f} >= {threshold}; waiting {poll_seconds:.0f}s")
-        time.sleep(poll_seconds)
+            if max_seconds > 0:
+                log(f"load average still {load:.2f} after {waited:.0f}s: running anyway")
+            return False, load, waited
+        if not announced:
+            log(f"load average {load:.2f} >= {threshold}; waiting up to {max_seconds:.0f}s")
+            announced = True
+        time.sleep(min(poll_seconds, max(deadline - time.monotonic(), 0.1)))
+
+
+def _cpu_times() -> tuple[int, int]:
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields), idle
+
+
+def cpu_busy_pct(seconds: float = 1.0) -> float:
+    """Share of all CPUs busy over the next `seconds` (from /proc/stat; nan elsewhere): the
+    load average lags by a minute, this is what the machine does right now."""
+    try:
+        total0, idle0 = _cpu_times()
+        time.sleep(seconds)
+        total1, idle1 = _cpu_times()
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+    total = total1 - total0
+    return 100.0 * (total - (idle1 - idle0)) / total if total > 0 else float("nan")

@@ -29,7 +29,8 @@ class Postgres:
 
     def recreate(self, database: str, template: str | None = None) -> None:
         """Drop `database` (closing its sessions) and create it, empty or as a copy of
-        `template` (a file-level copy: a filled backlog in a second or two)."""
+        `template` (a file-level copy: a filled backlog in a second or two). A timed run
+        settles the copy first (bench/settle.py: VACUUM (ANALYZE), CHECKPOINT)."""
         suffix = f" TEMPLATE {template}" if template else ""
         asyncio.run(
             self._admin(
@@ -37,10 +38,6 @@ class Postgres:
                 f"CREATE DATABASE {database}{suffix}",
             )
         )
-        if template is None:
-            return
-        # Fresh statistics and visibility map: the copy starts as a settled table would.
-        asyncio.run(self.execute(database, "VACUUM ANALYZE"))
 
     def exists(self, database: str) -> bool:
         async def query() -> bool:
@@ -69,6 +66,26 @@ class Postgres:
         conn = await asyncpg.connect(self.url(database, "postgresql"))
         try:
             return await conn.fetchrow(query)
+        finally:
+            await conn.close()
+
+    async def settle(self, database: str) -> tuple[int, int, bool]:
+        """`VACUUM (ANALYZE)` the database, then `CHECKPOINT`, with PostgreSQL's own evidence:
+        (user tables, tables with a manual vacuum and analyze on record, whether the control
+        file's checkpoint location moved)."""
+        conn = await asyncpg.connect(self.url(database, "postgresql"))
+        try:
+            before = await conn.fetchval("SELECT checkpoint_lsn FROM pg_control_checkpoint()")
+            since = await conn.fetchval("SELECT clock_timestamp()")
+            await conn.execute("VACUUM (ANALYZE)")
+            await conn.execute("CHECKPOINT")
+            after = await conn.fetchval("SELECT checkpoint_lsn FROM pg_control_checkpoint()")
+            tables, settled = await conn.fetchrow(
+                "SELECT count(*), count(*) FILTER (WHERE last_vacuum >= $1 "
+                "AND last_analyze >= $1) FROM pg_stat_user_tables",
+                since,
+            )
+            return int(tables), int(settled), after != before
         finally:
             await conn.close()
 

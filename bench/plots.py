@@ -13,6 +13,8 @@ import matplotlib.pyplot as plt
 
 
 def throughput_bars(drains: list[dict[str, Any]], systems: list[str], path: Path) -> None:
+    if not drains:
+        return  # drain was not run (a --scenarios subset)
     figure, axis = plt.subplots(figsize=(8, 4.5))
     worker_counts = sorted({d["workers"] for d in drains})
     width = 0.8 / max(len(worker_counts), 1)
@@ -47,6 +49,8 @@ def throughput_bars(drains: list[dict[str, Any]], systems: list[str], path: Path
 
 def latency_cdf(steadies: list[dict[str, Any]], systems: list[str], path: Path) -> None:
     rates = sorted({s["rate"] for s in steadies})
+    if not rates:
+        return  # steady was not run (a --scenarios subset)
     figure, axes = plt.subplots(1, len(rates), figsize=(6 * len(rates), 4.5), squeeze=False)
     for axis, rate in zip(axes[0], rates, strict=True):
         for system in systems:

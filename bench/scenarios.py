@@ -1,11 +1,15 @@
-"""The scenarios, each run once for one system; results are plain dicts (one per run).
+"""The timed part of each scenario, run once for one system on its run database.
 
-- drain: a filled backlog (a copy of the system's template database), W relay processes,
-  msgs/s = distinct messages / (last first-seen - first first-seen) on the topic.
+The loop (bench/loop.py) has already copied the database from the scenario's template and
+settled it (bench/settle.py); each function here starts the system, measures, stops it and
+returns one plain dict of results.
+
+- drain: a filled backlog, W relay processes, msgs/s = distinct messages / (last
+  first-seen - first first-seen) on the topic.
 - steady: paced transactions for `duration`, latency = consumer receive time - commit
   time, per item (commit time taken by the load process right after COMMIT returned).
 - inbox: a pre-filled input topic with duplicates, the system's consumer from scratch,
-  msgs/s = stored rows / (max(created_at) - min(created_at)).
+  rows/s = stored rows / (max(created_at) - min(created_at)).
 - create cost: one-row business transactions/s without and with one create().
 """
 
@@ -14,86 +18,15 @@ from __future__ import annotations
 import json
 import statistics
 import time
-import uuid
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from . import procs
-from .envs import log
-from .kafka_io import TopicReader, create_topic, delete_topics
-from .pg import Postgres
+from .context import PARTITIONS, Context
+from .kafka_io import TopicReader
+from .sizes import Sizes
 from .systems import System
 
-PARTITIONS = 8
-
-
-@dataclass
-class Context:
-    pg: Postgres
-    bootstrap: str
-    logs: Path
-    keys: int
-    size: int
-    topics: list[str]
-    backlog: int = 0
-    problems: list[str] = field(default_factory=list)
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
-
-    def databases(self, systems: list[System]) -> list[str]:
-        return [_db(self, s, k) for s in systems for k in ("empty", "backlog", "run")]
-
-    def topic(self, label: str) -> str:
-        name = f"bench-{label}-{uuid.uuid4().hex[:8]}"
-        create_topic(self.bootstrap, name, PARTITIONS)
-        self.topics.append(name)
-        return name
-
-    def cleanup(self) -> None:
-        delete_topics(self.bootstrap, self.topics)
-        self.topics.clear()
-
-
-def _db(ctx: Context, system: System, kind: str) -> str:
-    """bench_<run>_<system>_<kind>: each run has its own databases (runs may overlap on
-    shared services, e.g. a quick run in someone's test suite during a full run)."""
-    return f"bench_{ctx.run_id}_{system.name.replace('-', '_')}_{kind}"
-
-
-def prepare_templates(ctx: Context, system: System, backlog: int) -> procs.Child | None:
-    """Create `<sys>_empty` (schema) and start filling `<sys>_backlog` (schema + backlog);
-    the fill runs in the background and is returned so that systems fill in parallel."""
-    empty, backlog_db = _db(ctx, system, "empty"), _db(ctx, system, "backlog")
-    for database in (empty, backlog_db):
-        ctx.pg.recreate(database)
-        env = procs.base_env(**system.env(ctx.pg.url(database)))
-        for command in system.schema_cmds():
-            procs.run(command, env, ctx.logs / f"{system.name}-schema.log", ctx.logs)
-    if backlog == 0:
-        return None
-    env = procs.base_env(**system.env(ctx.pg.url(backlog_db)))
-    return procs.Child(
-        system.fill_cmd(backlog, ctx.keys, ctx.size),
-        env,
-        ctx.logs / f"{system.name}-fill.log",
-        ctx.logs,
-    )
-
-
-def ensure_templates(ctx: Context, system: System) -> None:
-    """Rebuild a system's template databases if they vanished (the services are shared, and
-    another job's cleanup may drop them); noted in the results."""
-    names = [_db(ctx, system, "empty")] + ([_db(ctx, system, "backlog")] if ctx.backlog else [])
-    if all(ctx.pg.exists(name) for name in names):
-        return
-    note = f"{system.name}: template databases were gone (dropped by another job?); rebuilt them"
-    log(note)
-    ctx.problems.append(note)
-    child = prepare_templates(ctx, system, ctx.backlog)
-    if child is not None and child.proc.wait(3600) != 0:
-        raise RuntimeError(f"refilling {system.name} failed:\n{child.tail()}")
-    if child is not None:
-        child.stop()
+Case = dict[str, Any]
 
 
 def _stop_all(children: list[procs.Child]) -> list[str]:
@@ -105,12 +38,11 @@ def _stop_all(children: list[procs.Child]) -> list[str]:
     return problems
 
 
-def drain(
-    ctx: Context, system: System, workers: int, backlog: int, cap_seconds: float
-) -> dict[str, Any]:
-    run_db = _db(ctx, system, "run")
-    ensure_templates(ctx, system)
-    ctx.pg.recreate(run_db, template=_db(ctx, system, "backlog"))
+def drain(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -> dict[str, Any]:
+    workers: int = case["workers"]
+    backlog = sizes.backlog
+    peer = system.name not in ("ours", "baseline")
+    cap_seconds = sizes.peer_cap if peer else sizes.drain_timeout
     topic = ctx.topic(f"drain-{system.name}-w{workers}")
     reader = TopicReader(ctx.bootstrap, topic, PARTITIONS, backlog)
     reader.start()
@@ -126,7 +58,6 @@ def drain(
     ]
     complete = reader.wait(cap_seconds)
     problems = _stop_all(children)
-    ctx.pg.drop(run_db)
     seen = reader.result
     span = seen.span()
     return {
@@ -154,14 +85,11 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def steady(
-    ctx: Context, system: System, rate: int, duration: float, warmup: float, tx_rate: float
-) -> dict[str, Any]:
-    run_db = _db(ctx, system, "run")
-    ensure_templates(ctx, system)
-    ctx.pg.recreate(run_db, template=_db(ctx, system, "empty"))
+def steady(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -> dict[str, Any]:
+    rate: int = case["rate"]
+    duration, warmup = sizes.duration, sizes.warmup
     topic = ctx.topic(f"steady-{system.name}-{rate}")
-    per_tx = max(1, round(rate / tx_rate))
+    per_tx = max(1, round(rate / sizes.tx_rate))
     tx_rate = rate / per_tx
     total = round(tx_rate * (duration + warmup)) * per_tx
     reader = TopicReader(ctx.bootstrap, topic, PARTITIONS, total)
@@ -181,7 +109,6 @@ def steady(
     )
     reader.wait(15.0)
     problems = _stop_all([relay])
-    ctx.pg.drop(run_db)
     loaded = json.loads(out.read_text())
     commits: dict[int, float] = {int(s): float(t) for s, t in loaded["commits"]}
     skip = round(tx_rate * warmup) * per_tx
@@ -213,18 +140,13 @@ def steady(
     }
 
 
-def inbox(
-    ctx: Context, system: System, topic: str, distinct: int, sent: int, timeout: float
-) -> dict[str, Any]:
-    run_db = _db(ctx, system, "run")
-    ensure_templates(ctx, system)
-    ctx.pg.recreate(run_db, template=_db(ctx, system, "empty"))
-    command, extra = system.inbox_cmd(topic)
+def inbox(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -> dict[str, Any]:
+    distinct = sizes.inbox_distinct
+    command, extra = system.inbox_cmd(ctx.inbox_topic)
     env = procs.base_env(**system.env(ctx.pg.url(run_db), **extra))
     child = procs.Child(command, env, ctx.logs / f"{system.name}-inbox.log", ctx.logs)
     table = system.inbox_table()
-    deadline = time.monotonic() + timeout
-    stored = 0
+    deadline = time.monotonic() + sizes.inbox_timeout
     while time.monotonic() < deadline and child.alive():
         stored = int(ctx.pg.fetchrow(run_db, f"SELECT count(*) FROM {table}")[0])
         if stored >= distinct:
@@ -237,8 +159,8 @@ def inbox(
         f"SELECT count(*), count(DISTINCT uuid), "
         f"EXTRACT(EPOCH FROM max(created_at) - min(created_at)) FROM {table}",
     )
-    ctx.pg.drop(run_db)
     rows, unique, span = int(row[0]), int(row[1]), float(row[2] or 0.0)
+    sent = ctx.inbox_sent
     return {
         "system": system.name,
         "sent": sent,
@@ -252,18 +174,16 @@ def inbox(
     }
 
 
-def create_cost(ctx: Context, system: System, seconds: float, rounds: int) -> dict[str, Any]:
-    run_db = _db(ctx, system, "run")
-    ensure_templates(ctx, system)
-    ctx.pg.recreate(run_db, template=_db(ctx, system, "empty"))
+def create_cost(
+    ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case
+) -> dict[str, Any]:
     env = procs.base_env(**system.env(ctx.pg.url(run_db)))
     output = procs.run(
-        system.create_cost_cmd(seconds, rounds, ctx.size),
+        system.create_cost_cmd(sizes.cost_seconds, sizes.cost_rounds, ctx.size),
         env,
         ctx.logs / f"{system.name}-create-cost.log",
         ctx.logs,
     )
-    ctx.pg.drop(run_db)
     result: dict[str, list[float]] = json.loads(
         [line for line in output.splitlines() if line.startswith("{")][-1]
     )

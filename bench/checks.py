@@ -1,0 +1,44 @@
+"""What must hold in every run for ours and the baseline (peers are only reported): nothing
+lost, no per-key order violation, no inbox row stored twice, every timed run settled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .sizes import Sizes
+
+
+def correctness(results: dict[str, list[dict[str, Any]]], sizes: Sizes) -> list[str]:
+    failures = []
+    for d in results.get("drain", []):
+        if d["system"] in ("ours", "baseline"):
+            if not d["complete"]:
+                failures.append(
+                    f"drain {d['system']} w{d['workers']}: {d['delivered']}/{sizes.backlog} delivered"
+                )
+            if d["order_violations"] or d["keyless"]:
+                failures.append(
+                    f"drain {d['system']} w{d['workers']}: {d['order_violations']} order "
+                    f"violations, {d['keyless']} keyless"
+                )
+        for problem in d["problems"]:
+            failures.append(f"drain {d['system']} w{d['workers']}: {problem}")
+    for s in results.get("steady", []):
+        if s["system"] in ("ours", "baseline") and (s["undelivered"] or s["order_violations"]):
+            failures.append(
+                f"steady {s['system']} {s['rate']}/s: {s['undelivered']} undelivered, "
+                f"{s['order_violations']} order violations"
+            )
+        for problem in s["problems"]:
+            failures.append(f"steady {s['system']} {s['rate']}/s: {problem}")
+    for i in results.get("inbox", []):
+        if i["lost"] or i["stored_duplicates"]:
+            failures.append(
+                f"inbox {i['system']}: lost {i['lost']}, stored twice {i['stored_duplicates']}"
+            )
+    for key, rows in results.items():
+        for r in rows:
+            settled = r.get("settle", {})
+            if settled.get("checkpoint") != 1 or settled.get("vacuum_analyze") != 1:
+                failures.append(f"{key} {r['system']}: run was not settled before timing")
+    return failures

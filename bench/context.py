@@ -1,0 +1,90 @@
+"""What every run of a benchmark shares: the services, the run's databases and topics.
+
+Each system has two template databases, `<sys>_empty` (its schema) and `<sys>_backlog`
+(schema + a filled backlog), and each timed run works on `<sys>_run`, a fresh copy of one
+of them. Names carry a run id, so overlapping runs on shared services do not collide.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import procs
+from .envs import log
+from .kafka_io import create_topic, delete_topics
+from .pg import Postgres
+from .systems import System
+
+PARTITIONS = 8
+
+
+@dataclass
+class Context:
+    pg: Postgres
+    bootstrap: str
+    logs: Path
+    keys: int
+    size: int
+    backlog: int = 0
+    topics: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
+    inbox_topic: str = ""  # the pre-filled input of the inbox scenario
+    inbox_sent: int = 0
+
+    def database(self, system: System, kind: str) -> str:
+        """bench_<run>_<system>_<kind>, kind one of empty, backlog, run."""
+        return f"bench_{self.run_id}_{system.name.replace('-', '_')}_{kind}"
+
+    def databases(self, systems: list[System]) -> list[str]:
+        return [self.database(s, k) for s in systems for k in ("empty", "backlog", "run")]
+
+    def topic(self, label: str) -> str:
+        name = f"bench-{label}-{uuid.uuid4().hex[:8]}"
+        create_topic(self.bootstrap, name, PARTITIONS)
+        self.topics.append(name)
+        return name
+
+    def cleanup(self) -> None:
+        delete_topics(self.bootstrap, self.topics)
+        self.topics.clear()
+
+
+def prepare_templates(ctx: Context, system: System, backlog: int) -> procs.Child | None:
+    """Create `<sys>_empty` (schema) and start filling `<sys>_backlog` (schema + backlog);
+    the fill runs in the background and is returned so that systems fill in parallel."""
+    empty, backlog_db = ctx.database(system, "empty"), ctx.database(system, "backlog")
+    for database in (empty, backlog_db):
+        ctx.pg.recreate(database)
+        env = procs.base_env(**system.env(ctx.pg.url(database)))
+        for command in system.schema_cmds():
+            procs.run(command, env, ctx.logs / f"{system.name}-schema.log", ctx.logs)
+    if backlog == 0:
+        return None
+    env = procs.base_env(**system.env(ctx.pg.url(backlog_db)))
+    return procs.Child(
+        system.fill_cmd(backlog, ctx.keys, ctx.size),
+        env,
+        ctx.logs / f"{system.name}-fill.log",
+        ctx.logs,
+    )
+
+
+def ensure_templates(ctx: Context, system: System) -> None:
+    """Rebuild a system's template databases if they vanished (the services are shared, and
+    another job's cleanup may drop them); noted in the results."""
+    names = [ctx.database(system, "empty")]
+    if ctx.backlog:
+        names.append(ctx.database(system, "backlog"))
+    if all(ctx.pg.exists(name) for name in names):
+        return
+    note = f"{system.name}: template databases were gone (dropped by another job?); rebuilt them"
+    log(note)
+    ctx.problems.append(note)
+    child = prepare_templates(ctx, system, ctx.backlog)
+    if child is not None and child.proc.wait(3600) != 0:
+        raise RuntimeError(f"refilling {system.name} failed:\n{child.tail()}")
+    if child is not None:
+        child.stop()

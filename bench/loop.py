@@ -1,0 +1,117 @@
+"""The one loop every scenario runs through.
+
+for each repeat (systems in that repeat's order, bench/order.py):
+  for each scenario and case (bench/registry.py):
+    for each system the scenario applies to:
+      copy the run database from the scenario's template, settle it and wait for a quiet
+      machine (bench/settle.py), run the timed part, drop the run database, keep the result
+      with its repeat, position, case and settle record.
+
+Interleaving (every system once per case before the next case) keeps the drift of a shared
+machine from landing on one system. A run that fails, or during which the shared Kafka
+broker restarted, is tried once more, then left out with a note in the problems.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import machine
+from .context import Context, ensure_templates
+from .envs import log
+from .order import repeat_orders
+from .registry import Case, Result, Scenario
+from .settle import settle
+from .sizes import Sizes
+from .systems import System
+
+
+@dataclass
+class Plan:
+    scenarios: list[Scenario]
+    systems: list[System]
+    sizes: Sizes
+    repeats: int
+    seed: int
+    first_wait_s: float  # the quiet-start wait before the first timed run
+    run_wait_s: float  # the bounded quiet wait before every later one
+
+
+@dataclass
+class Outcome:
+    seed: int
+    orders: list[list[str]]
+    results: dict[str, list[Result]] = field(default_factory=dict)
+
+
+def timed_run(
+    ctx: Context, scenario: Scenario, system: System, case: Case, sizes: Sizes, wait_s: float
+) -> Result:
+    """One run of one scenario case for one system, on a fresh settled copy."""
+    ensure_templates(ctx, system)
+    run_db = ctx.database(system, "run")
+    ctx.pg.recreate(run_db, template=ctx.database(system, scenario.template))
+    try:
+        record = settle(ctx.pg, run_db, wait_s)
+        result = scenario.run(ctx, system, run_db, sizes, case)
+    finally:
+        ctx.pg.drop(run_db)
+    result["settle"] = record
+    return result
+
+
+def attempt(
+    ctx: Context, scenario: Scenario, system: System, case: Case, sizes: Sizes, wait_s: float
+) -> Result | None:
+    """timed_run, again once if it failed or the shared broker restarted meanwhile (other
+    jobs' fault tests stop it); None with a note after the second try."""
+    label = " ".join(x for x in (scenario.name, system.name, scenario.label(case)) if x)
+    for trial in (1, 2):
+        broker = machine.kafka_pid()
+        try:
+            result = timed_run(ctx, scenario, system, case, sizes, wait_s)
+        except Exception as exc:
+            note = f"{label}: try {trial} failed: {type(exc).__name__}: {str(exc)[:300]}"
+        else:
+            if machine.kafka_pid() == broker and broker is not None:
+                result["settle"]["tries"] = trial
+                return result
+            note = f"{label}: try {trial} discarded: the Kafka broker restarted during it"
+        log(note)
+        ctx.problems.append(note)
+    return None
+
+
+def run_plan(ctx: Context, plan: Plan) -> Outcome:
+    by_name = {s.name: s for s in plan.systems}
+    orders = repeat_orders([s.name for s in plan.systems], plan.repeats, plan.seed)
+    outcome = Outcome(plan.seed, orders, {s.key: [] for s in plan.scenarios})
+    wait_s = plan.first_wait_s
+    for repeat, names in enumerate(orders):
+        log(f"repeat {repeat + 1}/{plan.repeats}: order {', '.join(names)} (seed {plan.seed})")
+        for scenario in plan.scenarios:
+            for case in scenario.cases(plan.sizes):
+                systems = [by_name[n] for n in names if scenario.applies(by_name[n])]
+                for position, system in enumerate(systems):
+                    result = attempt(ctx, scenario, system, case, plan.sizes, wait_s)
+                    wait_s = plan.run_wait_s
+                    if result is None:
+                        continue
+                    label = scenario.label(case)
+                    result.update(repeat=repeat, position=position, case=label)
+                    outcome.results[scenario.key].append(result)
+                    head = " ".join(x for x in (scenario.name, system.name, label) if x)
+                    log(f"{head}: {scenario.describe(result)}")
+    return outcome
+
+
+def settle_counts(results: dict[str, list[Result]]) -> dict[str, Any]:
+    """How many timed runs there were and how many were settled (both must be equal)."""
+    records = [r["settle"] for rows in results.values() for r in rows]
+    return {
+        "timed_runs": len(records),
+        "checkpoints": sum(r["checkpoint"] for r in records),
+        "vacuum_analyze": sum(r["vacuum_analyze"] for r in records),
+        "quiet_at_start": sum(1 for r in records if r["quiet"]),
+    }

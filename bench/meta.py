@@ -1,0 +1,127 @@
+"""What the report says about the run besides its results: when, on what, how settled,
+the sizes, and the notes of each section."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import statistics
+import time
+from typing import Any
+
+from . import machine
+from .configs import config_lines
+from .context import PARTITIONS
+from .loop import Outcome, settle_counts
+from .pg import Postgres
+from .settle import QUIET_LOAD
+from .sizes import Sizes
+from .systems import System
+
+
+def load_note(outcome: Outcome) -> str:
+    records = [r["settle"] for rows in outcome.results.values() for r in rows]
+    if not records:
+        return "No timed run completed."
+    loads = [r["load1"] for r in records]
+    quiet = sum(1 for r in records if r["quiet"])
+    text = (
+        f"1-minute load average when the timed runs started: median "
+        f"{statistics.median(loads):.2f}, max {max(loads):.2f}; {quiet} of {len(records)} runs "
+        f"started quiet (load < {QUIET_LOAD})."
+    )
+    if quiet < len(records):
+        text += (
+            " **Not every run could start on a quiet machine (other jobs shared its cores), "
+            "so absolute numbers are low and noisy; the ratios of the same repeat are what to "
+            "read, and section 5 shows the load each run started on.**"
+        )
+    return text
+
+
+def settle_note(outcome: Outcome, run_wait_s: float) -> str:
+    counts = settle_counts(outcome.results)
+    return (
+        f"Before each of the {counts['timed_runs']} timed runs: `VACUUM (ANALYZE)` of the "
+        f"run's database ({counts['vacuum_analyze']} done), `CHECKPOINT` "
+        f"({counts['checkpoints']} done), then a wait of at most {run_wait_s:.0f} s for a "
+        f"1-minute load below {QUIET_LOAD} ({counts['quiet_at_start']} runs started below it)."
+    )
+
+
+def metadata(
+    sizes: Sizes,
+    repeats: int,
+    systems: list[System],
+    pg: Postgres,
+    started: float,
+    run_started: float,
+    fill_seconds: dict[str, float],
+    outcome: Outcome,
+    run_wait_s: float,
+) -> dict[str, Any]:
+    peers = [s.name for s in systems if s.name not in ("ours", "baseline")]
+    return {
+        "repeats": repeats,
+        "seed": outcome.seed,
+        "orders": outcome.orders,
+        "settle_note": settle_note(outcome, run_wait_s),
+        "started": dt.datetime.fromtimestamp(run_started, dt.UTC).strftime("%Y-%m-%d %H:%M"),
+        "duration_min": (time.time() - started) / 60,
+        "load_note": load_note(outcome),
+        "machine": [
+            f"CPU: {machine.cpu_model()}, {os.cpu_count()} cores; RAM {machine.ram_gib():.0f} GiB",
+            f"PostgreSQL {pg.version()} (scripts/postgres.sh, its defaults: fsync on), "
+            f"Apache Kafka {machine.kafka_version()} (KRaft, one broker, scripts/kafka.sh)",
+            f"Python {machine.python_version(str(systems[0].python))} for every system",
+            "Versions: "
+            + "; ".join(
+                f"{s.name}: " + ", ".join(f"{k} {v}" for k, v in s.versions.items())
+                for s in systems
+            ),
+            "Backlog fill (not measured; each system's create API, all in parallel), "
+            "done after: " + ", ".join(f"{k} {v:.0f}s" for k, v in fill_seconds.items()),
+        ],
+        "backlog": sizes.backlog,
+        "size": sizes.size,
+        "keys": sizes.keys,
+        "duration": sizes.duration,
+        "warmup": sizes.warmup,
+        "cap_note": (
+            f"Peers are stopped after {sizes.peer_cap:.0f} s (at their rate a full drain would "
+            "take minutes per run); their rate is over what they delivered by then, from a "
+            "backlog that was still deep, so the claim cost is comparable."
+            if peers
+            else ""
+        ),
+        "tx_note": (
+            f"The load commits {sizes.tx_rate:.0f} transactions/s on one connection, one after "
+            "the other (commit order = creation order): at 200 items/s one item per "
+            "transaction, at 2,000 items/s ten items per transaction (the batch create API of "
+            "each system)."
+        ),
+        "inbox_note": (
+            f"{sizes.inbox_distinct + sizes.inbox_duplicates:,} messages on an {PARTITIONS}-partition topic, "
+            f"{sizes.inbox_duplicates:,} of them repeating an earlier `message-id`; the consumer "
+            "starts from scratch (a new group) and stores them. rows/s = stored rows / "
+            "(last - first `created_at`, the transaction time of the first and last batch), "
+            "so consumer start-up and group join are not counted; consumed msgs/s counts the "
+            "duplicates too. Ours: `<slug> consumer` (batches of 500, one `unnest` INSERT ... "
+            "ON CONFLICT DO NOTHING per batch with its NOTIFY, then the batch's offset commit; "
+            "the next batch is fetched and prepared while one is written). The peers are not run here: "
+            "faststream-outbox has no inbox; omni-box's inbox runner was not wired up in this "
+            "harness yet."
+        ),
+        "cost_note": (
+            f"One session, sequential transactions for {sizes.cost_seconds:.0f} s per mode, "
+            f"{sizes.cost_rounds} alternating rounds per repeat: `INSERT INTO bench_orders ... "
+            "RETURNING id` alone vs. the same plus the system's create call for one ~1 KB item "
+            "in the same transaction: ours `outbox.create(session, OrderOutboxItem, "
+            "event_key=str(order_id), event_name=..., payload=<bytes>)` (one statement: "
+            "the INSERT and the pg_notify), faststream-outbox `broker.publish(doc, queue=..., session=session)`, "
+            "omni-box `repo.create(domain.create_outbox_event(...))`, the baseline a prepared "
+            "INSERT and a NOTIFY. Added time per tx = tx/s without / tx/s with - 1."
+        ),
+        "targets": [],  # filled from the results in docs.write
+        "configs": config_lines(sizes, peers),
+    }

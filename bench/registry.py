@@ -1,0 +1,113 @@
+"""Every scenario as one entry: its cases, the template its run database is copied from,
+the timed function, its headline metric and its log line.
+
+Adding a scenario is one entry in SCENARIOS (and its timed function in scenarios.py): the
+loop (bench/loop.py), the order of systems, the settling before each run, the per-repeat
+ratios (bench/ratios.py) and the results files all work from these entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import scenarios
+from .context import Context
+from .sizes import Sizes
+from .systems import System
+
+Case = dict[str, Any]
+Result = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str  # what --scenarios takes and the log lines start with
+    key: str  # where its results go in results.json
+    template: str  # "backlog" or "empty": the run database is a copy of it
+    metric: str  # the headline value of a run, compared per repeat
+    unit: str
+    lower_is_better: bool
+    cases: Callable[[Sizes], list[Case]]
+    label: Callable[[Case], str]  # the case in log lines and the report ("w1", "200/s")
+    run: Callable[[Context, System, str, Sizes, Case], Result]
+    describe: Callable[[Result], str]
+    applies: Callable[[System], bool] = lambda system: True
+
+
+def _drain_line(r: Result) -> str:
+    return (
+        f"{r['rate']:,.0f} msgs/s, {r['delivered']:,} delivered, dups {r['duplicates']}, "
+        f"order violations {r['order_violations']}"
+    )
+
+
+def _steady_line(r: Result) -> str:
+    return (
+        f"p50 {r['p50']:.1f} p99 {r['p99']:.1f} ms, undelivered {r['undelivered']}, "
+        f"order violations {r['order_violations']}"
+    )
+
+
+def _inbox_line(r: Result) -> str:
+    return f"{r['rate']:,.0f} rows/s, lost {r['lost']}, stored twice {r['stored_duplicates']}"
+
+
+def _cost_line(r: Result) -> str:
+    return f"{r['without']:,.0f} -> {r['with']:,.0f} tx/s (+{r['overhead_pct']:.1f}% per tx)"
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(
+        name="drain",
+        key="drain",
+        template="backlog",
+        metric="rate",
+        unit="msgs/s",
+        lower_is_better=False,
+        cases=lambda sizes: [{"workers": w} for w in sizes.workers],
+        label=lambda case: f"w{case['workers']}",
+        run=scenarios.drain,
+        describe=_drain_line,
+    ),
+    Scenario(
+        name="steady",
+        key="steady",
+        template="empty",
+        metric="p99",
+        unit="ms p99",
+        lower_is_better=True,
+        cases=lambda sizes: [{"rate": r} for r in sizes.rates],
+        label=lambda case: f"{case['rate']}/s",
+        run=scenarios.steady,
+        describe=_steady_line,
+    ),
+    Scenario(
+        name="inbox",
+        key="inbox",
+        template="empty",
+        metric="rate",
+        unit="rows/s",
+        lower_is_better=False,
+        cases=lambda sizes: [{}],
+        label=lambda case: "",
+        run=scenarios.inbox,
+        describe=_inbox_line,
+        applies=lambda system: system.inbox,
+    ),
+    Scenario(
+        name="cost",
+        key="create_cost",
+        template="empty",
+        metric="overhead_pct",
+        unit="% added per tx",
+        lower_is_better=True,
+        cases=lambda sizes: [{}],
+        label=lambda case: "",
+        run=scenarios.create_cost,
+        describe=_cost_line,
+    ),
+)
+BY_NAME: dict[str, Scenario] = {s.name: s for s in SCENARIOS}
+NAMES: tuple[str, ...] = tuple(BY_NAME)

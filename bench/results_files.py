@@ -1,0 +1,108 @@
+"""The machine-readable results of a run: results.json (everything but the per-item
+latencies, plus seed, orders, per-repeat ratios and spreads) and results.csv (one row per
+timed run: its value, its ratio to the baseline of the same repeat, the load it started on).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .loop import Outcome, settle_counts
+from .ratios import BASELINE, all_rows, spreads
+from .registry import Scenario
+
+CSV_COLUMNS = (
+    "scenario",
+    "case",
+    "repeat",
+    "position",
+    "system",
+    "metric",
+    "value",
+    "vs_baseline",
+    "load1",
+    "cpu_busy_pct",
+    "quiet",
+    "quiet_wait_s",
+    "checkpoint",
+    "vacuum_analyze",
+    "settle_s",
+)
+
+
+def document(
+    outcome: Outcome, scenarios: list[Scenario], systems: list[str], extra: dict[str, Any]
+) -> dict[str, Any]:
+    rows = all_rows(scenarios, outcome.results, systems)
+    runs = {
+        key: [{k: v for k, v in r.items() if k != "latencies"} for r in results]
+        for key, results in outcome.results.items()
+    }
+    return {
+        **extra,
+        "seed": outcome.seed,
+        "orders": outcome.orders,
+        "systems": systems,
+        "settle_counts": settle_counts(outcome.results),
+        "per_repeat": rows,
+        "spreads": spreads(rows),
+        "runs": runs,
+    }
+
+
+def csv_rows(outcome: Outcome, scenarios: list[Scenario]) -> list[dict[str, Any]]:
+    out = []
+    for scenario in scenarios:
+        results = outcome.results.get(scenario.key, [])
+        base = {
+            (r["case"], r["repeat"]): float(r[scenario.metric])
+            for r in results
+            if r["system"] == BASELINE
+        }
+        for r in results:
+            value = float(r[scenario.metric])
+            b = base.get((r["case"], r["repeat"]))
+            settled = r["settle"]
+            out.append(
+                {
+                    "scenario": scenario.name,
+                    "case": r["case"],
+                    "repeat": r["repeat"],
+                    "position": r["position"],
+                    "system": r["system"],
+                    "metric": scenario.metric,
+                    "value": f"{value:.3f}",
+                    "vs_baseline": f"{value / b:.4f}" if b and not math.isnan(b) else "",
+                    "load1": f"{settled['load1']:.2f}",
+                    "cpu_busy_pct": f"{settled['cpu_busy_pct']:.1f}",
+                    "quiet": settled["quiet"],
+                    "quiet_wait_s": f"{settled['quiet_wait_s']:.1f}",
+                    "checkpoint": settled["checkpoint"],
+                    "vacuum_analyze": settled["vacuum_analyze"],
+                    "settle_s": f"{settled['settle_s']:.2f}",
+                }
+            )
+    return out
+
+
+def write(
+    directory: Path,
+    stem: str,
+    outcome: Outcome,
+    scenarios: list[Scenario],
+    systems: list[str],
+    extra: dict[str, Any],
+) -> tuple[Path, Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    json_path, csv_path = directory / f"{stem}.json", directory / f"{stem}.csv"
+    doc = document(outcome, scenarios, systems, extra)
+    json_path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    with csv_path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(csv_rows(outcome, scenarios))
+    return json_path, csv_path

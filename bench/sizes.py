@@ -1,0 +1,62 @@
+"""How big each scenario runs: the full sizes of the published report and the quick ones
+of the template's own test (correctness only). One frozen record, so a run's sizes travel
+as one value and land in the report unchanged."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Sizes:
+    backlog: int
+    keys: int
+    size: int
+    workers: tuple[int, ...]
+    rates: tuple[int, ...]
+    duration: float
+    warmup: float
+    tx_rate: float
+    inbox_distinct: int
+    inbox_duplicates: int
+    inbox_timeout: float
+    cost_seconds: float
+    cost_rounds: int
+    peer_cap: float
+    drain_timeout: float
+
+
+FULL = Sizes(
+    backlog=100_000,
+    keys=1000,
+    size=1024,
+    workers=(1, 2),
+    rates=(200, 2000),
+    duration=30,
+    warmup=2,
+    tx_rate=200,
+    inbox_distinct=90_000,
+    inbox_duplicates=10_000,
+    inbox_timeout=300,
+    cost_seconds=3,
+    cost_rounds=3,
+    peer_cap=60,
+    drain_timeout=300,
+)
+QUICK = Sizes(
+    backlog=5_000,
+    keys=100,
+    size=1024,
+    workers=(1, 2),
+    rates=(200,),
+    duration=5,
+    warmup=1,
+    tx_rate=100,
+    inbox_distinct=4_500,
+    inbox_duplicates=500,
+    inbox_timeout=300,
+    cost_seconds=1,
+    cost_rounds=1,
+    peer_cap=60,
+    drain_timeout=120,
+)
