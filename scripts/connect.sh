@@ -104,9 +104,11 @@ value.converter=org.apache.kafka.connect.json.JsonConverter
 listeners=http://127.0.0.1:$CONNECT_PORT
 rest.advertised.host.name=127.0.0.1
 rest.advertised.port=$CONNECT_PORT
-# Every plugin is on the classpath (no plugin.path); scanning finds the Debezium
-# connector and its SMTs whether or not their jars carry ServiceLoader manifests.
-plugin.discovery=only_scan
+# Every plugin is on the classpath (no plugin.path). Kafka's and Debezium's jars declare
+# their plugins in ServiceLoader manifests, so no reflective scan of all ~70 jars is
+# needed (only_scan: 9 s of a 20 s start here; service_load: 0.5 s). check_plugins
+# below fails the start if the connector or the outbox router were not found.
+plugin.discovery=service_load
 # Source offsets every second (default 60 s): after a crash, Debezium re-sends at most
 # about a second of changes instead of a minute.
 offset.flush.interval.ms=1000
