@@ -358,6 +358,7 @@ def test_debezium_relays_an_outbox_table_byte_for_byte(
         asyncio.run(insert_rows(db_url, topic, rows))
         committed = time.monotonic()
         messages, drained = consume(connect.kafka, topic, ROWS)
+        status = http("GET", f"{connect.url}/connectors/{name}/status")
         note(
             f"debezium: registered and running in {registered - started:.1f}s, {ROWS} rows "
             f"committed in {committed - registered:.1f}s, the last on the topic "
@@ -376,7 +377,10 @@ def test_debezium_relays_an_outbox_table_byte_for_byte(
                 kafka_admin.delete_topics([topic])[topic].result(timeout=30)
 
     by_id = {str(row.id): row for row in rows}
-    assert len(messages) == ROWS, f"{len(messages)} messages for {ROWS} rows"
+    assert len(messages) == ROWS, (
+        f"{len(messages)} messages for {ROWS} rows; connector status: "
+        + json.dumps(status, indent=1)[:3000]
+    )
     seen: dict[str, list[int]] = {}
     ids: set[str] = set()
     for message in messages:
