@@ -229,10 +229,14 @@ cmd_up() {
     print_env
     return 0
   fi
-  # Checked before any restart so a bad port never takes ours down.
-  port_open "$CONNECT_PORT" && die "127.0.0.1:$CONNECT_PORT is already used by another process; set OUTBOX_CONNECT_PORT"
+  # Checked before any restart so a bad port never takes ours down (our own worker may
+  # hold the REST port when only the Kafka port changed).
+  pid="$(live_pid)" || pid=""
+  if [ -z "$pid" ] || [ "$(cut -d' ' -f1 "$PORT_FILE" 2>/dev/null)" != "$CONNECT_PORT" ]; then
+    port_open "$CONNECT_PORT" && die "127.0.0.1:$CONNECT_PORT is already used by another process; set OUTBOX_CONNECT_PORT"
+  fi
   port_open "$KAFKA_PORT" || die "no Kafka on 127.0.0.1:$KAFKA_PORT: start it first (scripts/kafka.sh up)"
-  if pid="$(live_pid)"; then
+  if [ -n "$pid" ]; then
     log "running with ports $(cat "$PORT_FILE" 2>/dev/null) (rest, kafka), restarting with $CONNECT_PORT $KAFKA_PORT"
     stop_pid "$pid"
   fi
