@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # THE benchmark command of the template repository:
 #
-#   ./bench/run.sh [--quick] [--repeats N] [--out DIR]
+#   ./bench/run.sh [--quick] [--repeats N] [--seed N] [--peers a,b|none] [--scenarios x,y]
+#                  [--wait-quiet MIN] [--quiet-wait SEC] [--out DIR] [--docs]
 #
 # 1. ensures uv (the tooling venv .venv, as scripts/test.sh makes it) and the bench venv
 #    (Python 3.12: cookiecutter, asyncpg, confluent-kafka, matplotlib);
 # 2. starts (or reuses) PostgreSQL and Kafka without Docker (scripts/services-up.sh);
 # 3. runs python -m bench: bakes the default project, installs it and the peers
-#    (faststream-outbox, omni-box) into their own venvs, and runs every scenario,
-#    interleaved per repeat. Full runs write docs/benchmarks.md and docs/img/*.png;
-#    --quick checks correctness only (nothing lost, no order violations) and writes nothing.
+#    (faststream-outbox, omni-box) into their own venvs, and runs every scenario through one
+#    loop: interleaved per repeat, the order of the systems rotated per repeat from a printed
+#    seed (--seed replays it), and before every timed run the run's database vacuumed and
+#    analysed, PostgreSQL checkpointed and the machine given time to be quiet (bench/README.md).
+#    Full runs (3 repeats by default) write docs/benchmarks.md, docs/benchmarks-results.json
+#    and .csv (every repeat's values and ratios) and docs/img/*.png; --quick checks
+#    correctness only (nothing lost, no order violations, every run settled) and writes
+#    nothing unless --docs.
 #
-# Env: BENCH_CACHE_DIR (venvs; default ~/.cache/outbox-service-bench), PYTHON (bootstrap
-#      interpreter, default python3), TEMPLATE_PYTHON_3_12 (the Python 3.12 to use).
+# Env: BENCH_CACHE_DIR (venvs, logs and results of the last run; default
+#      ~/.cache/outbox-service-bench), PYTHON (bootstrap interpreter, default python3),
+#      TEMPLATE_PYTHON_3_12 (the Python 3.12 to use).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
