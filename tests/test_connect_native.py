@@ -9,7 +9,9 @@ What is promised and checked here, on real PostgreSQL (wal_level=logical), Kafka
 * a connector with `pgoutput`, a publication and a slot of its own, the router,
   `binary.handling.mode=bytes` and the ByteArrayConverter turns 1,000 inserted outbox rows
   into exactly 1,000 messages: key = event_key, value = the exact payload bytes, the mapped
-  columns as headers, on the topic named by the row, in per-key insertion order;
+  columns as the only headers (message-id, event-name, correlation-id, hop: the router's own
+  `id` header and Debezium's context headers removed), on the topic named by the row, in
+  per-key insertion order;
 * cleanup always runs: the connector is deleted and its slot, publication, database and
   topic dropped (a slot left behind would retain WAL forever).
 
@@ -237,7 +239,9 @@ def connector_config(name: str, db_url: str, slot: str, publication: str) -> dic
         "binary.handling.mode": "bytes",
         "key.converter": "org.apache.kafka.connect.storage.StringConverter",
         "value.converter": BYTE_ARRAY_CONVERTER,
-        "transforms": "outbox",
+        # Debezium 3 adds __debezium.context.* headers unless told not to.
+        "extended.headers.enabled": "false",
+        "transforms": "outbox,dropid",
         "transforms.outbox.type": EVENT_ROUTER,
         "transforms.outbox.table.field.event.id": "id",
         "transforms.outbox.table.field.event.key": "event_key",
@@ -245,8 +249,12 @@ def connector_config(name: str, db_url: str, slot: str, publication: str) -> dic
         "transforms.outbox.route.by.field": "topic",
         "transforms.outbox.route.topic.replacement": "${routedByValue}",
         "transforms.outbox.table.fields.additional.placement": (
-            "event_name:header:event-name,correlation_id:header:correlation,hop:header:hop"
+            "id:header:message-id,event_name:header:event-name,"
+            "correlation_id:header:correlation-id,hop:header:hop"
         ),
+        # The router always adds the event id as header `id`; the worker calls it message-id.
+        "transforms.dropid.type": "org.apache.kafka.connect.transforms.DropHeaders",
+        "transforms.dropid.headers": "id",
     }
 
 
@@ -384,13 +392,17 @@ def test_debezium_relays_an_outbox_table_byte_for_byte(
     seen: dict[str, list[int]] = {}
     ids: set[str] = set()
     for message in messages:
-        headers = dict(message.headers() or [])
-        row = by_id[headers["id"].decode()]
+        headers = message.headers() or []
+        row = by_id[dict(headers)["message-id"].decode()]
         assert message.key() == row.key.encode()
         assert message.value() == row.payload, f"payload of {row.id} changed"
-        assert headers["event-name"] == f"event_{row.seq}".encode()
-        assert headers["correlation"] == f"corr-{row.key}".encode()
-        assert headers["hop"] == str(row.seq).encode()
+        # Exactly these headers, in this order, with the worker's text encodings.
+        assert headers == [
+            ("message-id", str(row.id).encode()),
+            ("event-name", f"event_{row.seq}".encode()),
+            ("correlation-id", f"corr-{row.key}".encode()),
+            ("hop", str(row.seq).encode()),
+        ]
         ids.add(str(row.id))
         seen.setdefault(row.key, []).append(row.seq)
     assert len(ids) == ROWS, f"{ROWS - len(ids)} rows missing, as many duplicates"
