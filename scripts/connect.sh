@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Kafka Connect (distributed mode, one worker) with the Debezium PostgreSQL connector, for
-# tests and VMs:   connect.sh up|down [--purge]|status
+# tests and VMs:   connect.sh up|down [--purge]|status|kill
+#
+# `kill` SIGKILLs the worker (fault tests: a crashed Connect); `up` brings it back with
+# its connectors and their offsets, which live in Kafka.
 #
 # No Docker and no tarball: Apache Kafka's Connect runtime and Debezium's connector come
 # from Maven Central via plain `mvn` (checksums enforced), all jars on one classpath,
@@ -112,8 +115,11 @@ plugin.discovery=service_load
 # Source offsets every second (default 60 s): after a crash, Debezium re-sends at most
 # about a second of changes instead of a minute.
 offset.flush.interval.ms=1000
-# A worker that comes back after a crash gets its tasks at once, not after 5 minutes.
+# A worker that comes back after a crash gets its tasks at once, not after 5 minutes,
+# and its group forgets the dead member after 6 s (the broker's minimum), not 10.
 scheduled.rebalance.max.delay.ms=0
+session.timeout.ms=6000
+heartbeat.interval.ms=2000
 # Connectors may tune their producer (linger.ms, batch.size, ...).
 connector.client.config.override.policy=All
 EOF
@@ -277,6 +283,19 @@ cmd_down() {
   fi
 }
 
+cmd_kill() {
+  local pid i
+  take_lock connect
+  pid="$(live_pid)" || { log "not running"; return 0; }
+  kill -KILL "$pid" 2>/dev/null || true
+  for i in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  rm -f "$PID_FILE" "$PORT_FILE"
+  log "SIGKILLed Kafka Connect pid $pid"
+}
+
 cmd_status() {
   local pid
   if pid="$(live_pid)" && curl -fsS --max-time 10 "http://127.0.0.1:$(cut -d' ' -f1 "$PORT_FILE")/health" >/dev/null 2>&1; then
@@ -291,5 +310,6 @@ case "${1:-}" in
   up) cmd_up ;;
   down) shift; cmd_down "$@" ;;
   status) cmd_status ;;
-  *) echo "usage: $0 up|down [--purge]|status" >&2; exit 2 ;;
+  kill) cmd_kill ;;
+  *) echo "usage: $0 up|down [--purge]|status|kill" >&2; exit 2 ;;
 esac
