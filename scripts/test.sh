@@ -4,7 +4,8 @@
 #   ./scripts/test.sh [pytest args...]      e.g.  ./scripts/test.sh -k default -x
 #
 # 1. ensures uv and the tooling venv .venv (from pyproject.toml);
-# 2. starts (or reuses) PostgreSQL and Kafka without Docker (scripts/services-up.sh);
+# 2. starts (or reuses) PostgreSQL (wal_level=logical), Kafka and Kafka Connect with the
+#    Debezium PostgreSQL connector, without Docker (scripts/services-up.sh --with-connect);
 # 3. runs pytest on tests/: hooks unit tests, bakes of every supported option combination
 #    (leftover Jinja, removed files, ruff, mypy), and the baked projects' own suites on the
 #    real services.
@@ -82,22 +83,26 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 
 # --- services --------------------------------------------------------------------------
-log "starting PostgreSQL and Kafka (scripts/services-up.sh)"
-services_env="$("$ROOT/scripts/services-up.sh")" || die "scripts/services-up.sh failed (see above)"
+log "starting PostgreSQL, Kafka and Kafka Connect (scripts/services-up.sh --with-connect)"
+services_env="$("$ROOT/scripts/services-up.sh" --with-connect)" || die "scripts/services-up.sh failed (see above)"
 eval "$services_env"
 : "${TEST_DATABASE_URL:?services-up.sh did not export TEST_DATABASE_URL}"
 : "${TEST_KAFKA_BOOTSTRAP_SERVERS:?services-up.sh did not export TEST_KAFKA_BOOTSTRAP_SERVERS}"
-export TEST_DATABASE_URL TEST_KAFKA_BOOTSTRAP_SERVERS
+: "${TEST_CONNECT_URL:?services-up.sh did not export TEST_CONNECT_URL}"
+export TEST_DATABASE_URL TEST_KAFKA_BOOTSTRAP_SERVERS TEST_CONNECT_URL
 # Fault tests of the generated suites (tests/integration/test_faults.py and the guarantees
 # suite, tests/guarantees) stop and restart the broker and the database with these.
 export TEST_KAFKA_STOP_CMD="$ROOT/scripts/kafka.sh down"
 export TEST_KAFKA_START_CMD="$ROOT/scripts/kafka.sh up"
 export TEST_PG_STOP_CMD="$ROOT/scripts/postgres.sh down"
 export TEST_PG_START_CMD="$ROOT/scripts/postgres.sh up"
+# ... and crash and restart the Kafka Connect worker (Debezium boxes).
+export TEST_CONNECT_KILL_CMD="$ROOT/scripts/connect.sh kill"
+export TEST_CONNECT_START_CMD="$ROOT/scripts/connect.sh up"
 # The guarantees suite's Kafka outage lasts 10 s here instead of 30 s (keeps the run short;
 # GUARANTEES_FAST=0 for the full length).
 export GUARANTEES_FAST="${GUARANTEES_FAST:-1}"
-log "services: $TEST_DATABASE_URL, kafka $TEST_KAFKA_BOOTSTRAP_SERVERS"
+log "services: $TEST_DATABASE_URL, kafka $TEST_KAFKA_BOOTSTRAP_SERVERS, connect $TEST_CONNECT_URL"
 
 # --- tests -----------------------------------------------------------------------------
 unset VIRTUAL_ENV PYTHONPATH PYTHONHOME
