@@ -12,6 +12,9 @@ LOG_TAG=postgres
 . "$SCRIPT_DIR/lib.sh"
 
 DB_NAME=outbox DB_USER=outbox DB_PASSWORD=outbox
+# Replication slots and WAL senders: one of each per Debezium connector (a test run or a
+# baked suite registers one per database it creates), with room for parallel runs.
+PG_REPLICATION_SLOTS=32
 
 if [ "$(id -u)" -eq 0 ]; then
   # Postgres refuses to run as root, so the server runs as the Debian
@@ -109,15 +112,32 @@ shared_buffers = 256MB
 # Durability stays on: benchmarks must reflect real commit costs.
 fsync = on
 synchronous_commit = on
+# Logical decoding for the Debezium relay (scripts/connect.sh): pgoutput needs
+# wal_level=logical, and each connector holds one slot and one WAL sender.
+wal_level = logical
+max_replication_slots = $PG_REPLICATION_SLOTS
+max_wal_senders = $PG_REPLICATION_SLOTS
 EOF
+}
+
+# Settings the running server lacks that only a restart applies (empty when none), for
+# clusters started before outbox.conf asked for them (e.g. wal_level=logical).
+settings_needing_restart() {
+  as_pg "$PG_BIN/psql" -X -A -t -q -h "$SOCK_DIR" -p "$PG_PORT" -U "$PG_OS_USER" -d postgres -c "
+    SELECT string_agg(name || '=' || setting, ', ' ORDER BY name) FROM pg_settings
+    WHERE (name = 'wal_level' AND setting <> 'logical')
+       OR (name IN ('max_replication_slots', 'max_wal_senders')
+           AND setting::int < $PG_REPLICATION_SLOTS)" \
+    || die "could not read the running server's settings"
 }
 
 ensure_db() {
   as_pg "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$SOCK_DIR" -p "$PG_PORT" \
     -U "$PG_OS_USER" -d postgres >/dev/null <<EOF || die "could not create role/database $DB_NAME"
 SELECT 'CREATE ROLE $DB_USER' WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$DB_USER')\gexec
--- Superuser so tests can create/drop their own databases.
-ALTER ROLE $DB_USER WITH LOGIN SUPERUSER PASSWORD '$DB_PASSWORD';
+-- Superuser so tests can create/drop their own databases; REPLICATION for Debezium
+-- (superusers may replicate anyway, but its connector checks the attribute).
+ALTER ROLE $DB_USER WITH LOGIN SUPERUSER REPLICATION PASSWORD '$DB_PASSWORD';
 SELECT 'CREATE DATABASE $DB_NAME OWNER $DB_USER' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = '$DB_NAME')\gexec
 EOF
 }
@@ -132,8 +152,18 @@ cmd_up() {
   # The postgres user may only exist now (fresh install): decide again.
   resolve_pg_dir
 
+  local stale
   if is_running && [ "$(running_port)" = "$PG_PORT" ]; then
-    log "reusing running cluster $DATA_DIR on 127.0.0.1:$PG_PORT"
+    stale="$(settings_needing_restart)"
+    if [ -n "$stale" ]; then
+      # Only when a setting is missing: a cluster already configured is never restarted.
+      log "running cluster has $stale; restarting it for logical decoding (wal_level=logical, $PG_REPLICATION_SLOTS slots)"
+      write_conf
+      as_pg "$PG_BIN/pg_ctl" -D "$DATA_DIR" -l "$PG_LOG" -m fast -w -t 60 restart >/dev/null 2>&1 9>&- \
+        || { show_tail "$PG_LOG"; die "pg_ctl restart failed"; }
+    else
+      log "reusing running cluster $DATA_DIR on 127.0.0.1:$PG_PORT"
+    fi
   else
     # Checked before any restart so a bad port never takes ours down.
     port_open "$PG_PORT" && die "127.0.0.1:$PG_PORT is already used by another process; set OUTBOX_PG_PORT"
