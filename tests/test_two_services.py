@@ -66,9 +66,9 @@ CHARGE_HANDLER = '''
 
 import json as _json
 
+from outbox_engine import Outbox, Resources
+
 from ..items import PaymentOutboxItem
-from ..messaging.create import Outbox
-from ..messaging.resources import Resources
 
 
 class ChargeOrderHandler(InboxHandler):

@@ -1,8 +1,8 @@
 """Alembic environment: async engine, metadata of every model of the service.
 
-`alembic revision --autogenerate` compares the database with `Base.metadata`, so every table
-must be registered there before it runs: the item tables (items.py), the engine's own tables,
-and every module named `models` anywhere in the package (yours too: put your tables in e.g.
+`alembic revision --autogenerate` compares the database with `Base.metadata` and the engine's
+`ENGINE_METADATA`, so every table must be registered before it runs: the item tables
+(items.py), the engine's own tables (outbox_engine.store), and every module named `models` anywhere in the package (yours too: put your tables in e.g.
 `src/{{ cookiecutter.package_name }}/shipping/models.py`, subclassing `db.Base`). The engine's
 tables that no model declares are left out of the comparison (UNMODELLED_TABLES), so that
 autogenerate never proposes to drop them.
@@ -27,13 +27,14 @@ from {{ cookiecutter.package_name }}.db import Base
 {% if cookiecutter.include_example_domain -%}
 from {{ cookiecutter.package_name }}.domain import models as domain_models
 {% endif -%}
-from {{ cookiecutter.package_name }}.messaging import audit, pauses
+from outbox_engine.store import audit, pauses
+from outbox_engine.store.metadata import ENGINE_METADATA
 
-# Importing the model modules registers their tables on Base.metadata (the engine's own
-# tables too: the pauses and the operator audit log).
+# Importing the model modules registers their tables on Base.metadata; the engine's own
+# tables (the pauses and the operator audit log) are on ENGINE_METADATA.
 MODEL_MODULES = {% if cookiecutter.include_example_domain %}(items, domain_models, audit, pauses){% else %}(items, audit, pauses){% endif %}
 
-# Created by the migrations, read and written with SQL by the engine (messaging/backfill.py).
+# Created by the migrations, read and written with SQL by the engine (outbox_engine/sharding/backfill.py).
 UNMODELLED_TABLES = frozenset({"outbox_backfills"})
 
 
@@ -59,7 +60,7 @@ def include_object(
 
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = [Base.metadata, ENGINE_METADATA]
 
 
 def database_url() -> str:

@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import text
 
 from {{ cookiecutter.package_name }}.container import Container, shutdown
-from {{ cookiecutter.package_name }}.messaging.guard import install_write_guard
 from {{ cookiecutter.package_name }}.settings import Settings
+from outbox_engine.sharding.guard import install_write_guard
 
 from .services import Services, ServicesUnavailable, provide_services
 from .support import ITEM_TABLES, migrate
@@ -112,7 +112,7 @@ async def clean_tables(request: pytest.FixtureRequest) -> AsyncIterator[None]:
 @pytest.fixture(autouse=True)
 def write_guard(request: pytest.FixtureRequest) -> Iterator[None]:
     """On for every test that uses the database: a bulk UPDATE/DELETE of a replicated model's
-    table fails with the statement and how to fix it (see messaging/guard.py)."""
+    table fails with the statement and how to fix it (see outbox_engine/sharding/guard.py)."""
     if "container" not in request.fixturenames:
         yield
         return

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import text
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from outbox_engine.store.status import ItemStatus
 
 from .support import PROJECT_ROOT, OutboxItem
 

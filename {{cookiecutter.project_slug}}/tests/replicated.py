@@ -9,9 +9,9 @@ from sqlalchemy import BigInteger, Identity, Integer, MetaData, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.guard import install_write_guard
-from {{ cookiecutter.package_name }}.messaging.replication import replicated
-from {{ cookiecutter.package_name }}.messaging.shards import ShardRegistry
+from outbox_engine.creation.shards import ShardRegistry
+from outbox_engine.sharding.guard import install_write_guard
+from outbox_engine.sharding.replication import replicated
 
 from .support import OutboxItem, reset_transports
 

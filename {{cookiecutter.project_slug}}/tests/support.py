@@ -28,23 +28,29 @@ from {{ cookiecutter.package_name }}.db import Base
 {% if cookiecutter.include_example_domain -%}
 from {{ cookiecutter.package_name }}.domain import models as domain_models
 {% endif -%}
-from {{ cookiecutter.package_name }}.messaging.config import parse_boxes
-from {{ cookiecutter.package_name }}.messaging.create import Outbox
-from {{ cookiecutter.package_name }}.messaging.middleware import Middlewares
-from {{ cookiecutter.package_name }}.messaging.registry import BoxRegistry
-from {{ cookiecutter.package_name }}.messaging.resources import Resources
-from {{ cookiecutter.package_name }}.messaging.transport import (
+from outbox_engine.config.boxes import parse_boxes
+from outbox_engine.config.registry import BoxRegistry
+from outbox_engine.creation.items import Outbox
+from outbox_engine.middleware import Middlewares
+from outbox_engine.relay.worker import Worker
+from outbox_engine.store.audit import audit_table
+from outbox_engine.store.pauses import pauses_table
+from outbox_engine.transports.base import (
     InboxHandler,
     ItemRecord,
     PermanentFailure,
     Transport,
     TransportUnavailable,
 )
-from {{ cookiecutter.package_name }}.messaging.worker import Worker
+from outbox_engine.transports.resources import Resources
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 MODEL_MODULES = {% if cookiecutter.include_example_domain %}(items, domain_models){% else %}(items,){% endif %}
-ITEM_TABLES = [table.name for table in Base.metadata.sorted_tables]
+ITEM_TABLES = [
+    *(table.name for table in Base.metadata.sorted_tables),
+    audit_table.name,
+    pauses_table.name,
+]
 OUTBOX_BOX = "{{ cookiecutter.outbox_item }}_outbox_item"
 INBOX_BOX = "{{ cookiecutter.inbox_item }}_inbox_item"
 OutboxItem = items.{{ cookiecutter.outbox_item.title().replace('_', '') }}OutboxItem

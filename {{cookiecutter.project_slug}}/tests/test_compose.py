@@ -16,8 +16,8 @@ import yaml
 from typer.core import TyperGroup
 
 from {{ cookiecutter.package_name }}.cli import app
-from {{ cookiecutter.package_name }}.messaging.config import load_boxes
 from {{ cookiecutter.package_name }}.settings import load_settings
+from outbox_engine.config.boxes import load_boxes
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = "{{ cookiecutter.project_slug }}"

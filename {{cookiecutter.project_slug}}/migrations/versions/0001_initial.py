@@ -12,7 +12,7 @@ import sqlalchemy as sa
 {% endif -%}
 from alembic import op
 
-from {{ cookiecutter.package_name }}.messaging.schema import create_item_table
+from outbox_engine.store.schema import create_item_table
 
 revision: str = "0001"
 down_revision: str | None = None

@@ -2,7 +2,7 @@
 
 One row per operator action (retry, discard, replay, purge, park, pause, resume) and per
 batch of items a worker parks (`poisoned_head: park`), written in the transaction of the
-change; see messaging/audit.py.
+change; see outbox_engine/store/audit.py.
 
 Revision ID: 0004
 Revises: 0003

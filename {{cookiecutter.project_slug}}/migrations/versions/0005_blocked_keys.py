@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from alembic import op
 
-from {{ cookiecutter.package_name }}.messaging.models import BLOCKING_ROWS, blocked_index_name
+from outbox_engine.store.models import BLOCKING_ROWS, blocked_index_name
 
 revision: str = "0005"
 down_revision: str | None = "0004"

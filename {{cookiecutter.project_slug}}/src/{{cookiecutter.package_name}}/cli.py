@@ -14,8 +14,9 @@ from typing import Annotated
 
 import typer
 
-from .messaging.config import ConfigError
-from .messaging.probes import ProbePortTaken
+from outbox_engine.config.boxes import ConfigError
+from outbox_engine.observability.probes import ProbePortTaken
+
 from .ops import bulk_commands, commands, purge_command, service_commands
 from .ops.bulk_commands import StoppedRun
 from .ops.console import ConfirmationRefused

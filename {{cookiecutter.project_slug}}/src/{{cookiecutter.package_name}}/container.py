@@ -8,16 +8,17 @@ from __future__ import annotations
 import httpx
 from dependency_injector import containers, providers
 
+from outbox_engine.config.boxes import load_boxes
+from outbox_engine.config.registry import BoxRegistry
+from outbox_engine.creation.items import Outbox
+from outbox_engine.middleware import Middlewares
+from outbox_engine.observability.observer import Observer
+from outbox_engine.sharding.flush import Flusher
+from outbox_engine.sharding.replication import install_replication
+from outbox_engine.transports.kafka import KafkaProducer
+from outbox_engine.transports.resources import Resources
+
 from .db import create_engine, create_session_factory
-from .messaging.config import load_boxes
-from .messaging.create import Outbox
-from .messaging.flush import Flusher
-from .messaging.kafka import KafkaProducer
-from .messaging.middleware import Middlewares
-from .messaging.observe import Observer
-from .messaging.registry import BoxRegistry
-from .messaging.replication import install_replication
-from .messaging.resources import Resources
 from .settings import Settings, export_dotenv, load_settings
 
 

@@ -16,13 +16,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.orm import DeclarativeBase
 
-NAMING_CONVENTION = {
-    "pk": "pk_%(table_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "ix": "ix_%(column_0_label)s",
-}
+from outbox_engine.store.metadata import NAMING_CONVENTION
 
 
 class Base(DeclarativeBase):

@@ -4,19 +4,19 @@
 
 Add boxes with `{{ cookiecutter.project_slug }} generate item NAME --kind outbox|inbox`.
 
-`event_types` declares the pydantic model of each event of a box (messaging/events.py): the
+`event_types` declares the pydantic model of each event of a box (outbox_engine/contracts/events.py): the
 payloads `create` accepts for it, what `EventHandler`s parse, and the contract published in
 contracts/asyncapi.json (`{{ cookiecutter.project_slug }} asyncapi`).
 """
 
 from __future__ import annotations
 
+from outbox_engine import EventTypes, InboxItemMixin, OutboxItemMixin
+
 from .db import Base
 {%- if cookiecutter.include_example_domain %}
 from .domain.events import OrderCreated, OrderPaid, OrderUpdated, PaymentReceived
 {%- endif %}
-from .messaging.events import EventTypes
-from .messaging.models import InboxItemMixin, OutboxItemMixin
 
 
 class {{ outbox_class }}(OutboxItemMixin, Base):

@@ -42,11 +42,12 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from .messaging.failures import failure_text
-from .messaging.middleware import CreateCall, CreateNext, Middlewares
-from .messaging.observe import Observer, ProcessScope, PublishSpan
-from .messaging.registry import Box
-from .messaging.transport import ItemRecord
+from outbox_engine.config.registry import Box
+from outbox_engine.middleware import CreateCall, CreateNext, Middlewares
+from outbox_engine.observability.observer import Observer, ProcessScope, PublishSpan
+from outbox_engine.relay.failures import failure_text
+from outbox_engine.transports.base import ItemRecord
+
 from .settings import Settings
 from .telemetry_clients import instrument_clients
 from .telemetry_logs import install_log_export
@@ -72,7 +73,7 @@ LATENCY_BUCKETS = (
     300,
 )
 SIZE_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
-INSTRUMENTATION = "{{ cookiecutter.package_name }}.messaging"
+INSTRUMENTATION = "outbox_engine"
 _configured = False
 
 
@@ -163,7 +164,7 @@ def _finish(span: Span, error: BaseException | None) -> None:
     if error is not None:
         # Not span.record_exception: its message and stack trace carry str(error), which for
         # a database error holds the statement's parameters (payload values). The same text
-        # as last_error instead (messaging/failures.py).
+        # as last_error instead (outbox_engine/relay/failures.py).
         text = failure_text(error)
         span.add_event(
             "exception",
@@ -396,7 +397,7 @@ class OtelObserver(Observer):
                 "messaging.operation.type": "send",
                 "messaging.destination.name": destination,
                 "messaging.message.id": str(item.uuid),
-                "messaging.kafka.message.key": item.event_key,
+                "outbox_engine.transports.kafka.message.key": item.event_key,
                 "outbox.item.id": item.id,
             },
         )
@@ -423,7 +424,7 @@ class OtelObserver(Observer):
                 "messaging.operation.type": "receive",
                 "messaging.destination.name": topic,
                 "messaging.destination.partition.id": str(partition),
-                "messaging.kafka.offset": offset,
+                "outbox_engine.transports.kafka.offset": offset,
                 "messaging.message.id": headers.get("message-id", ""),
                 "outbox.box": box.name,
             },

@@ -6,7 +6,7 @@
   trace (an HTTP request, an item's processing, an inbox handler): the worker's periodic
   statements (pauses, depth samples, locks) would otherwise start a root trace each, every
   few seconds, and bury the traces that matter. The relay's claim and record and the inbox
-  consumer's insert run on asyncpg connections directly (`messaging/pgconn.py`), outside
+  consumer's insert run on asyncpg connections directly (`outbox_engine/store/pgconn.py`), outside
   SQLAlchemy, so they make no span at all: one statement covers a batch of hundreds of
   items, whose own spans (process, publish) already say what happened to each; a span per
   batch statement would add cost to the hot path and nothing to any item's trace.

@@ -28,8 +28,8 @@ from confluent_kafka.cimpl import NewTopic
 from sqlalchemy import func, select, text
 
 from {{ cookiecutter.package_name }}.container import Container, shutdown
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
 from {{ cookiecutter.package_name }}.settings import Settings
+from outbox_engine.store.status import ItemStatus
 
 from ..support import (
     INBOX_BOX,

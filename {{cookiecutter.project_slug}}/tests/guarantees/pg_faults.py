@@ -18,7 +18,7 @@ scenario can fail when the fault did not land (see `landed`).
 
 A worker's lock connection is found in `pg_locks` (session advisory locks in this run's
 database) and matched to the worker process by the process id that ends its
-`application_name` (see messaging/worker.py). The other connections of a process carry the
+`application_name` (see outbox_engine/relay/worker.py). The other connections of a process carry the
 name `labelled(<process>)` sets (see labelled_connections/sitecustomize.py).
 """
 
@@ -34,8 +34,8 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from {{ cookiecutter.package_name }}.messaging.ownership import MEMBER_BASE
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from outbox_engine.store.ownership import MEMBER_BASE
+from outbox_engine.store.status import ItemStatus
 
 from ..support import InboxItem
 from .faults import Fault

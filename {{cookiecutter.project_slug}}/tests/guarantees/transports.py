@@ -16,9 +16,9 @@ import asyncio
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from {{ cookiecutter.package_name }}.messaging.builtin_transports import KafkaTransport
-from {{ cookiecutter.package_name }}.messaging.resources import Resources
-from {{ cookiecutter.package_name }}.messaging.transport import InboxHandler, ItemRecord, Transport
+from outbox_engine.transports.base import InboxHandler, ItemRecord, Transport
+from outbox_engine.transports.builtin import KafkaTransport
+from outbox_engine.transports.resources import Resources
 
 EFFECTS_TABLE = "guarantee_effects"
 CREATE_EFFECTS_TABLE = (

@@ -17,8 +17,8 @@ from sqlalchemy import func, select
 
 from {{ cookiecutter.package_name }}.api.app import create_app
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
 from {{ cookiecutter.package_name }}.settings import Settings
+from outbox_engine.store.status import ItemStatus
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

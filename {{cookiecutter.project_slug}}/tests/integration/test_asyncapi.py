@@ -13,17 +13,20 @@ import httpx
 import jsonschema  # type: ignore[import-untyped]
 import pytest
 
+from {{ cookiecutter.package_name }} import __version__
 from {{ cookiecutter.package_name }}.api.app import create_app
 from {{ cookiecutter.package_name }}.container import Container, shutdown
-from {{ cookiecutter.package_name }}.messaging.asyncapi import (
+from {{ cookiecutter.package_name }}.contract import SERVICE
+from {{ cookiecutter.package_name }}.settings import Settings
+from outbox_engine.contracts.asyncapi import (
     PUBLISHED,
+    ServiceInfo,
     build_document,
     load_registry,
     render,
 )
-from {{ cookiecutter.package_name }}.messaging.create import Outbox
-from {{ cookiecutter.package_name }}.messaging.events import Event, EventTypes
-from {{ cookiecutter.package_name }}.settings import Settings
+from outbox_engine.contracts.events import Event, EventTypes
+from outbox_engine.creation.items import Outbox
 
 from ..support import (
     OUTBOX_BOX,
@@ -59,7 +62,7 @@ class Shipped(Event):
 
 
 def test_the_document_is_valid_asyncapi_3_and_the_schema_has_teeth() -> None:
-    document = build_document(load_registry())
+    document = build_document(load_registry(), SERVICE)
     assert errors(document) == []
     assert document["asyncapi"] == "3.0.0"
     wrong = copy.deepcopy(document)
@@ -73,12 +76,12 @@ def test_the_document_is_valid_asyncapi_3_and_the_schema_has_teeth() -> None:
 def test_the_published_document_is_what_the_generator_writes() -> None:
     assert PUBLISHED == PROJECT_ROOT / "contracts" / "asyncapi.json"
     stale = "contracts/asyncapi.json is stale: write it with the asyncapi command, commit it"
-    assert PUBLISHED.read_text() == render(build_document(load_registry())), stale
+    assert PUBLISHED.read_text() == render(build_document(load_registry(), SERVICE)), stale
 
 
 def test_every_box_is_an_operation_on_its_topics() -> None:
     registry = load_registry()
-    document = build_document(registry)
+    document = build_document(registry, SERVICE)
     routes = {
         (op["action"], document["channels"][op["channel"]["$ref"].split("/")[-1]]["address"])
         for op in document["operations"].values()
@@ -122,7 +125,9 @@ async def test_the_api_serves_the_running_services_document(
     served = response.json()
     assert again.json() == served
     assert errors(served) == []
-    assert served == build_document(container.registry(), settings.service_name)
+    assert served == build_document(
+        container.registry(), ServiceInfo(settings.service_name, __version__)
+    )
     addresses = {channel["address"] for channel in served["channels"].values()}
     assert "deployed-topic" in addresses
     assert "deployed-topic" not in PUBLISHED.read_text()  # the published one has defaults
@@ -134,7 +139,7 @@ async def test_a_relayed_message_matches_its_documented_headers_and_payload(
     container.registry()  # the session's registry keeps the declared models, built first
     monkeypatch.setattr(OutboxItem, "event_types", EventTypes(Shipped))
     registry = make_registry()
-    document = build_document(registry)
+    document = build_document(registry, SERVICE)
     assert errors(document) == []
     message = document["components"]["messages"][f"{OUTBOX_BOX}.shipped"]
     assert message["x-schema-version"] == 2
@@ -171,7 +176,7 @@ async def test_a_relayed_message_matches_its_documented_headers_and_payload(
 async def _all_delivered(container: Container) -> bool:
     from sqlalchemy import select
 
-    from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+    from outbox_engine.store.status import ItemStatus
 
     async with container.session_factory()() as session:
         statuses = (await session.execute(select(OutboxItem.status))).scalars().all()

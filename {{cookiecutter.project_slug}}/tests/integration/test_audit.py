@@ -19,11 +19,11 @@ from sqlalchemy.exc import DBAPIError
 
 from {{ cookiecutter.package_name }}.api.app import create_app
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.audit import recent_audit, write_audit
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
 from {{ cookiecutter.package_name }}.ops.actions import RETRY, apply
 from {{ cookiecutter.package_name }}.ops.selection import Selection
 from {{ cookiecutter.package_name }}.settings import Settings
+from outbox_engine.store.audit import recent_audit, write_audit
+from outbox_engine.store.status import ItemStatus
 
 from ..ops_support import Spec, run_cli, seed, snapshot, states
 from ..support import OUTBOX_BOX, service_env
@@ -195,7 +195,7 @@ async def test_a_change_never_commits_without_its_audit_row(container: Container
 
 
 async def test_the_workers_own_retention_writes_no_row(container: Container) -> None:
-    from {{ cookiecutter.package_name }}.messaging.retention import purge
+    from outbox_engine.store.retention import purge
 
     await seed(container, [Spec("1", status=PARKED, age=timedelta(days=30))] * 2)
     report = await purge(container.engine(), container.registry().get(OUTBOX_BOX))

@@ -18,9 +18,9 @@ import pytest
 from {{ cookiecutter.package_name }} import cli
 from {{ cookiecutter.package_name }}.api.app import create_app
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.pauses import list_pauses
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
 from {{ cookiecutter.package_name }}.settings import Settings
+from outbox_engine.store.pauses import list_pauses
+from outbox_engine.store.status import ItemStatus
 
 from ..ops_support import Spec, run_cli, seed, snapshot
 from ..support import OUTBOX_BOX, service_env, spawn

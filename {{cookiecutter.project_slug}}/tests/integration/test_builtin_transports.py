@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import select
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.builtin_transports import HttpWebhookTransport, LogTransport
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from outbox_engine.store.status import ItemStatus
+from outbox_engine.transports.builtin import HttpWebhookTransport, LogTransport
 
 from ..support import OutboxItem, make_registry, running_worker, transport, wait_for
 
@@ -193,10 +193,10 @@ async def test_the_log_transport_logs_ids_but_not_payloads(
 ) -> None:
     registry = make_registry(outbox={"transports": [transport(LogTransport, level="WARNING")]})
     await create(container, ["secret_event"])
-    with caplog.at_level(logging.WARNING, logger="{{ cookiecutter.package_name }}.messaging.builtin_transports"):
+    with caplog.at_level(logging.WARNING, logger="outbox_engine.transports.builtin"):
         async with running_worker(container, registry):
             await wait_for(lambda: _finished(container, 1), within=20)
-    records = [r for r in caplog.records if r.name.endswith("builtin_transports")]
+    records = [r for r in caplog.records if r.name == "outbox_engine.transports.builtin"]
     assert len(records) == 1
     assert "secret_event" in records[0].getMessage()
     assert '"n"' not in records[0].getMessage()

@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from outbox_engine.store.status import ItemStatus
 
 from ..ops_support import TABLE, run_cli, snapshot
 from ..support import OUTBOX_BOX, PROJECT_ROOT, OutboxItem, service_env

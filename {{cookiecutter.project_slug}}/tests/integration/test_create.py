@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import func, select
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.chain import handling
+from outbox_engine.creation.chain import handling
 
 from ..support import OutboxItem
 

@@ -20,7 +20,7 @@ from {{ cookiecutter.package_name }}.api.app import create_app
 from {{ cookiecutter.package_name }}.container import Container
 from {{ cookiecutter.package_name }}.domain.models import Order
 from {{ cookiecutter.package_name }}.domain.service import create_order
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from outbox_engine.store.status import ItemStatus
 
 from ..support import (
     InboxItem,

@@ -19,7 +19,7 @@ from {{ cookiecutter.package_name }}.container import Container
 from {{ cookiecutter.package_name }}.domain.models import Order
 from {{ cookiecutter.package_name }}.domain.rules import TRANSITIONS, money
 from {{ cookiecutter.package_name }}.domain.service import create_order
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from outbox_engine.store.status import ItemStatus
 
 from ..support import INBOX_BOX, InboxItem, OutboxItem, make_registry, running_worker, wait_for
 

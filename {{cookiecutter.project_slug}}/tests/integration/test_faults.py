@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import func, select
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from outbox_engine.store.status import ItemStatus
 
 from ..support import (
     InboxItem,

@@ -12,12 +12,12 @@ import pytest
 from sqlalchemy import select, text
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.middleware import Middlewares
-from {{ cookiecutter.package_name }}.messaging.processor import BoxProcessor
-from {{ cookiecutter.package_name }}.messaging.record import FailedAttempt, Recorder
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
-from {{ cookiecutter.package_name }}.messaging.transport import InboxHandler, ItemRecord
-from {{ cookiecutter.package_name }}.messaging.worker import Worker
+from outbox_engine.middleware import Middlewares
+from outbox_engine.relay.processor import BoxProcessor
+from outbox_engine.relay.worker import Worker
+from outbox_engine.store.record import FailedAttempt, Recorder
+from outbox_engine.store.status import ItemStatus
+from outbox_engine.transports.base import InboxHandler, ItemRecord
 
 from ..support import (
     CALLS,

@@ -10,11 +10,11 @@ import pytest
 from sqlalchemy import select, text, update
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.backfill import backfill
-from {{ cookiecutter.package_name }}.messaging.flush import Flusher
-from {{ cookiecutter.package_name }}.messaging.pauses import add_pause
-from {{ cookiecutter.package_name }}.messaging.registry import BoxRegistry
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from outbox_engine.config.registry import BoxRegistry
+from outbox_engine.sharding.backfill import backfill
+from outbox_engine.sharding.flush import Flusher
+from outbox_engine.store.pauses import add_pause
+from outbox_engine.store.status import ItemStatus
 
 from ..replicated import Thing, things  # noqa: F401 - fixture
 from ..support import (

@@ -18,9 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from {{ cookiecutter.package_name }}.api.app import create_app
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
-from {{ cookiecutter.package_name }}.messaging.transport import InboxHandler, ItemRecord
 from {{ cookiecutter.package_name }}.settings import Settings
+from outbox_engine.store.status import ItemStatus
+from outbox_engine.transports.base import InboxHandler, ItemRecord
 
 from ..support import INBOX_BOX, InboxItem, make_registry, running_worker, transport, wait_for
 from .test_admin_api import AUTH, admin_container

@@ -10,8 +10,8 @@ from contextlib import asynccontextmanager
 from sqlalchemy import select
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.inbox_consumer import INBOX_NAMESPACE, InboxConsumer
-from {{ cookiecutter.package_name }}.messaging.registry import Box
+from outbox_engine.config.registry import Box
+from outbox_engine.inbox.consumer import INBOX_NAMESPACE, InboxConsumer
 
 from ..support import INBOX_BOX, InboxItem, make_registry, produce, wait_for
 

@@ -20,9 +20,9 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.inbox_clash import clash_id
-from {{ cookiecutter.package_name }}.messaging.inbox_consumer import REJECTED_HEADER
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from outbox_engine.inbox.clash import clash_id
+from outbox_engine.inbox.consumer import REJECTED_HEADER
+from outbox_engine.store.status import ItemStatus
 
 from ..support import (
     INBOX_BOX,

@@ -9,7 +9,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.inbox_window import check_window
+from outbox_engine.inbox.window import check_window
 
 from ..support import INBOX_BOX, make_registry
 

@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 import pytest
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.builtin_transports import KafkaTransport
-from {{ cookiecutter.package_name }}.messaging.kafka import KafkaProducer
-from {{ cookiecutter.package_name }}.messaging.kafka_logs import LIBRDKAFKA_LOGGER, REPEATS
-from {{ cookiecutter.package_name }}.messaging.transport import ItemRecord, PermanentFailure
+from outbox_engine.transports.base import ItemRecord, PermanentFailure
+from outbox_engine.transports.builtin import KafkaTransport
+from outbox_engine.transports.kafka import KafkaProducer
+from outbox_engine.transports.kafka_logs import LIBRDKAFKA_LOGGER, REPEATS
 
 from ..support import read_topic
 
@@ -96,5 +96,5 @@ async def test_librdkafka_lines_go_through_python_logging_summarised(
     summaries = [r for r in raw if "repeated" in r.__dict__]
     assert summaries, "the repeats should be summarised"
     assert summaries[0].__dict__["repeated"] >= 5
-    warnings = [r for r in caplog.records if r.name.endswith("messaging.kafka")]
+    warnings = [r for r in caplog.records if r.name == "outbox_engine.transports.kafka"]
     assert len(warnings) <= 6, [r.getMessage() for r in warnings]

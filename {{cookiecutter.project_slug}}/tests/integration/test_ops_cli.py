@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.pauses import list_pauses
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from outbox_engine.store.pauses import list_pauses
+from outbox_engine.store.status import ItemStatus
 
 from ..ops_support import Spec, run_cli, seed, snapshot, states
 from ..support import OUTBOX_BOX, service_env

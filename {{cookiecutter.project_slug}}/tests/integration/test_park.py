@@ -11,7 +11,7 @@ from datetime import timedelta
 from sqlalchemy import text
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from outbox_engine.store.status import ItemStatus
 
 from ..ops_support import TABLE, Spec, run_cli, seed, states
 from ..support import OUTBOX_BOX, make_registry, read_topic, running_worker, service_env, wait_for

@@ -9,14 +9,14 @@ import pytest
 from sqlalchemy import func, select
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.pauses import (
+from outbox_engine.config.registry import Box
+from outbox_engine.store.pauses import (
     PauseReader,
     add_pause,
     list_pauses,
     remove_pause,
 )
-from {{ cookiecutter.package_name }}.messaging.registry import Box
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from outbox_engine.store.status import ItemStatus
 
 from ..support import (
     CALLS,

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from {{ cookiecutter.package_name }}.container import Container
 from {{ cookiecutter.package_name }}.domain.models import Order
 from {{ cookiecutter.package_name }}.domain.service import create_order
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from outbox_engine.store.status import ItemStatus
 
 from ..support import (
     INBOX_BOX,

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.pgconn import (
+from outbox_engine.store.pgconn import (
     DriverConnections,
     asyncpg_sql,
     is_data_error,

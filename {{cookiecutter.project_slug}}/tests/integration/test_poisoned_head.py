@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from outbox_engine.store.status import ItemStatus
 
 from ..support import CALLS, make_registry, reset_transports, running_worker, wait_for
 from .test_relay import create, recording, statuses

@@ -3,7 +3,7 @@ from __future__ import annotations
 import asyncio
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.probes import ProbeServer
+from outbox_engine.observability.probes import ProbeServer
 
 from ..support import make_registry, running_worker
 

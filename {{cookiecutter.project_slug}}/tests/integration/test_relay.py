@@ -12,15 +12,15 @@ import pytest
 from sqlalchemy import func, select, text, update
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.chain import handling
-from {{ cookiecutter.package_name }}.messaging.middleware import BatchNext, ItemNext, Middlewares
-from {{ cookiecutter.package_name }}.messaging.pgconn import DriverConnections
-from {{ cookiecutter.package_name }}.messaging.processor import RELAY_SESSION_SETTINGS, BoxProcessor
-from {{ cookiecutter.package_name }}.messaging.registry import Box
-from {{ cookiecutter.package_name }}.messaging.retention import purge
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
-from {{ cookiecutter.package_name }}.messaging.transport import ItemRecord
-from {{ cookiecutter.package_name }}.messaging.worker import Worker
+from outbox_engine.config.registry import Box
+from outbox_engine.creation.chain import handling
+from outbox_engine.middleware import BatchNext, ItemNext, Middlewares
+from outbox_engine.relay.processor import RELAY_SESSION_SETTINGS, BoxProcessor
+from outbox_engine.relay.worker import Worker
+from outbox_engine.store.pgconn import DriverConnections
+from outbox_engine.store.retention import purge
+from outbox_engine.store.status import ItemStatus
+from outbox_engine.transports.base import ItemRecord
 
 from ..support import (
     CALLS,

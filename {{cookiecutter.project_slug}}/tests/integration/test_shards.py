@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import select, text, update
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.guard import UnguardedWriteError, unguarded_write
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
+from outbox_engine.sharding.guard import UnguardedWriteError, unguarded_write
+from outbox_engine.store.status import ItemStatus
 
 from ..replicated import THING_AUDIT, THING_UPDATE, Thing, things  # noqa: F401 - fixture
 from ..support import (
@@ -137,7 +137,7 @@ async def _all_done(container: Container) -> bool:
 
 @pytest.mark.usefixtures("things")
 async def test_a_synchronous_flush_reports_each_outcome_to_the_caller(container: Container) -> None:
-    from {{ cookiecutter.package_name }}.messaging.flush import Flusher
+    from outbox_engine.sharding.flush import Flusher
 
     registry = make_registry(
         outbox={

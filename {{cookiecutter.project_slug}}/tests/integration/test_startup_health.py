@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.inbox_consumer import InboxConsumer, consumers_readiness
+from outbox_engine.inbox.consumer import InboxConsumer, consumers_readiness
 
 from ..support import PROJECT_ROOT, service_env
 
 CLOSED = "127.0.0.1:1"  # nothing listens on port 1: connections are refused at once
-LIBRDKAFKA = "{{ cookiecutter.package_name }}.kafka.librdkafka"
+LIBRDKAFKA = "outbox_engine.kafka.librdkafka"
 
 
 def free_port() -> int:

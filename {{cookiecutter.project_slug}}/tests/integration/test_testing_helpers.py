@@ -1,4 +1,4 @@
-"""The public test helpers (messaging/testing.py) on the real database: what they capture,
+"""The public test helpers (outbox_engine/testing.py) on the real database: what they capture,
 drain and feed, counted."""
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.create import Outbox
-from {{ cookiecutter.package_name }}.messaging.events import Event, EventTypes
-from {{ cookiecutter.package_name }}.messaging.resources import Resources
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
-from {{ cookiecutter.package_name }}.messaging.testing import capture_created, drain, feed
-from {{ cookiecutter.package_name }}.messaging.transport import (
+from outbox_engine.contracts.events import Event, EventTypes
+from outbox_engine.creation.items import Outbox
+from outbox_engine.store.status import ItemStatus
+from outbox_engine.testing import capture_created, drain, feed
+from outbox_engine.transports.base import (
     EventHandler,
     ItemRecord,
     PermanentFailure,
 )
+from outbox_engine.transports.resources import Resources
 
 from ..support import INBOX_BOX, OUTBOX_BOX, InboxItem, OutboxItem, make_registry
 

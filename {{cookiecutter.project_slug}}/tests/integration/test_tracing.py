@@ -20,11 +20,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.messaging.builtin_transports import HttpWebhookTransport
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
-from {{ cookiecutter.package_name }}.messaging.transport import InboxHandler, ItemRecord
 from {{ cookiecutter.package_name }}.telemetry import render_metrics
 from {{ cookiecutter.package_name }}.telemetry_clients import DB_INSTRUMENTATION
+from outbox_engine.store.status import ItemStatus
+from outbox_engine.transports.base import InboxHandler, ItemRecord
+from outbox_engine.transports.builtin import HttpWebhookTransport
 
 from ..support import (
     INBOX_BOX,

@@ -10,9 +10,9 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from {{ cookiecutter.package_name }}.messaging.config import BackoffConfig
-from {{ cookiecutter.package_name }}.messaging.partitioning import bucket_for, number_strategy
-from {{ cookiecutter.package_name }}.messaging.retry import backoff_delay, decide
+from outbox_engine.config.boxes import BackoffConfig
+from outbox_engine.config.partitioning import bucket_for, number_strategy
+from outbox_engine.relay.retry import backoff_delay, decide
 
 from ..support import OUTBOX_BOX, make_registry
 

@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from {{ cookiecutter.package_name }}.messaging.config import ConfigError, load_boxes, parse_boxes
-from {{ cookiecutter.package_name }}.messaging.registry import BoxRegistry
+from outbox_engine.config.boxes import ConfigError, load_boxes, parse_boxes
+from outbox_engine.config.registry import BoxRegistry
 
 from ..support import INBOX_BOX, OUTBOX_BOX, boxes_yaml, make_registry
 

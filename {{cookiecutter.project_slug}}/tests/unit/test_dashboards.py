@@ -10,9 +10,9 @@ from pathlib import Path
 
 import yaml
 
-from {{ cookiecutter.package_name }}.messaging.transport import ItemRecord
 from {{ cookiecutter.package_name }}.settings import Settings
 from {{ cookiecutter.package_name }}.telemetry import OtelObserver, configure, render_metrics
+from outbox_engine.transports.base import ItemRecord
 
 from ..support import INBOX_BOX, OUTBOX_BOX, make_registry
 

@@ -10,16 +10,16 @@ from typing import Any, ClassVar
 import pytest
 from pydantic import BaseModel, Field
 
-from {{ cookiecutter.package_name }}.messaging.config import ConfigError
-from {{ cookiecutter.package_name }}.messaging.create import encode_payload
-from {{ cookiecutter.package_name }}.messaging.events import (
+from outbox_engine.config.boxes import ConfigError
+from outbox_engine.contracts.events import (
     Event,
     EventTypes,
     InvalidEvent,
     decode_event,
     encode_event,
 )
-from {{ cookiecutter.package_name }}.messaging.transport import (
+from outbox_engine.creation.items import encode_payload
+from outbox_engine.transports.base import (
     EventHandler,
     ItemRecord,
     PermanentFailure,

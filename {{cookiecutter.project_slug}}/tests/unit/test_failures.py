@@ -6,7 +6,7 @@ import asyncpg  # type: ignore[import-untyped]
 import pytest
 from sqlalchemy.exc import DBAPIError, PendingRollbackError
 
-from {{ cookiecutter.package_name }}.messaging.failures import is_transient
+from outbox_engine.relay.failures import is_transient
 
 
 def _wrapped(orig: BaseException, invalidated: bool = False) -> DBAPIError:

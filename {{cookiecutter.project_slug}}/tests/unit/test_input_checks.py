@@ -12,12 +12,12 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from {{ cookiecutter.package_name }}.api.body_guard import json_problem
 from {{ cookiecutter.package_name }}.api.validation import public_errors
-from {{ cookiecutter.package_name }}.messaging.failures import failure_text, is_permanent
-from {{ cookiecutter.package_name }}.messaging.status import ItemStatus
-from {{ cookiecutter.package_name }}.messaging.transport import PermanentFailure
 from {{ cookiecutter.package_name }}.ops.errors import OpsError
 from {{ cookiecutter.package_name }}.ops.selection import Selection, check_text, parse_id, parse_status
 from {{ cookiecutter.package_name }}.settings import SettingsError, load_settings
+from outbox_engine.relay.failures import failure_text, is_permanent
+from outbox_engine.store.status import ItemStatus
+from outbox_engine.transports.base import PermanentFailure
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from {{ cookiecutter.package_name }}.messaging.kafka_logs import (
+from outbox_engine.transports.kafka_logs import (
     LIBRDKAFKA_LOGGER,
     LibrdkafkaLog,
     Repeats,

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from {{ cookiecutter.package_name }}.messaging.partitioning import (
+from outbox_engine.config.partitioning import (
     bucket_for,
     hash_strategy,
     number_strategy,
@@ -26,7 +26,7 @@ def test_number_strategy_without_digits_falls_back_to_the_hash() -> None:
 def test_hash_strategy_is_stable_across_processes() -> None:
     # Python's hash() is salted per process; ours must not be.
     code = (
-        "from {{ cookiecutter.package_name }}.messaging.partitioning import hash_strategy;"
+        "from outbox_engine.config.partitioning import hash_strategy;"
         "print(hash_strategy('customer-42'))"
     )
     outputs = {

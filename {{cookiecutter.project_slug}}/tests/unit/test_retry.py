@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import random
 
-from {{ cookiecutter.package_name }}.messaging.config import BackoffConfig
-from {{ cookiecutter.package_name }}.messaging.retry import backoff_delay, decide
+from outbox_engine.config.boxes import BackoffConfig
+from outbox_engine.relay.retry import backoff_delay, decide
 
 from ..support import make_registry
 

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from {{ cookiecutter.package_name }}.messaging.shards import ShardError, ShardRegistry, infer_shard_identifier
+from outbox_engine.creation.shards import ShardError, ShardRegistry, infer_shard_identifier
 
 
 def test_categories_belong_to_exactly_one_scope_and_values_never_clash() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from {{ cookiecutter.package_name }}.messaging.kafka import DEFAULT_PRODUCER_CONFIG
-from {{ cookiecutter.package_name }}.messaging.worker import kafka_timeout_warnings
+from outbox_engine.relay.worker import kafka_timeout_warnings
+from outbox_engine.transports.kafka import DEFAULT_PRODUCER_CONFIG
 
 from ..support import INBOX_BOX, OUTBOX_BOX, make_registry
 

@@ -21,10 +21,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from outbox_engine.config.registry import Box
+from outbox_engine.store.audit import recent_audit
+from outbox_engine.store.pauses import Pause, add_pause, list_pauses, remove_pause
+
 from ..container import Container
-from ..messaging.audit import recent_audit
-from ..messaging.pauses import Pause, add_pause, list_pauses, remove_pause
-from ..messaging.registry import Box
 from ..ops.actions import DISCARD, PARK, REPLAY, RETRY, Action, apply, get_box
 from ..ops.browse import MAX_PAGE, get_item, list_items
 from ..ops.errors import NotFound, OpsError

@@ -1,4 +1,4 @@
-"""`GET /asyncapi.json`: the running service's AsyncAPI 3.0 document (messaging/asyncapi.py).
+"""`GET /asyncapi.json`: the running service's AsyncAPI 3.0 document (outbox_engine/contracts/asyncapi.py).
 
 Built from the boxes as this process loaded them (topics as configured by its environment)
 on the first request, then served from memory: the boxes do not change while it runs.
@@ -15,9 +15,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
+from outbox_engine.config.registry import BoxRegistry
+from outbox_engine.contracts.asyncapi import ServiceInfo, build_document
+
+from .. import __version__
 from ..container import Container
-from ..messaging.asyncapi import build_document
-from ..messaging.registry import BoxRegistry
 from . import deps
 
 router = APIRouter(tags=["contracts"])
@@ -31,6 +33,6 @@ async def asyncapi(container: Annotated[Container, Depends(deps.container)]) -> 
     document = _DOCUMENTS.get(registry)
     if document is None:
         document = _DOCUMENTS[registry] = build_document(
-            registry, container.settings().service_name
+            registry, ServiceInfo(container.settings().service_name, __version__)
         )
     return JSONResponse(document)

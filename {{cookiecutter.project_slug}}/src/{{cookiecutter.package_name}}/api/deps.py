@@ -8,8 +8,9 @@ from typing import cast
 from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from outbox_engine.creation.items import Outbox
+
 from ..container import Container
-from ..messaging.create import Outbox
 
 
 def container(request: Request) -> Container:

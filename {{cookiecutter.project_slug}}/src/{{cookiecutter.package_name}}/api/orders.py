@@ -14,10 +14,11 @@ from fastapi import APIRouter, Depends, HTTPException, Path, status
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from outbox_engine.creation.items import Outbox
+
 from ..domain import rules, service
 from ..domain.events import Amount
 from ..domain.models import Order
-from ..messaging.create import Outbox
 from . import deps
 from .params import StrictInt
 

@@ -13,7 +13,8 @@ from typing import Annotated, ClassVar
 
 from pydantic import AfterValidator, Field, Strict
 
-from ..messaging.events import Event
+from outbox_engine import Event
+
 from . import rules
 
 # A money amount as the API and the payment events take it: a positive decimal with at most

@@ -10,8 +10,9 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import func
 
+from outbox_engine import Outbox
+
 from ..items import {{ outbox_class }} as OutboxItem
-from ..messaging.create import Outbox
 from .events import OrderCreated, OrderPaid, OrderUpdated
 from .models import Order
 from .rules import check_amount_editable, check_transition, money

@@ -15,10 +15,11 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..messaging.audit import write_audit
-from ..messaging.config import ConfigError
-from ..messaging.registry import Box, BoxRegistry
-from ..messaging.status import ItemStatus
+from outbox_engine.config.boxes import ConfigError
+from outbox_engine.config.registry import Box, BoxRegistry
+from outbox_engine.store.audit import write_audit
+from outbox_engine.store.status import ItemStatus
+
 from .errors import NotFound, OpsError
 from .selection import Selection
 

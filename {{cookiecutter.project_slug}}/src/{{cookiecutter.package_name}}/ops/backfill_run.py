@@ -1,6 +1,6 @@
 """`backfill` from the CLI: progress while it runs, and where it stopped when interrupted.
 
-The engine's backfill (`messaging/backfill.py`) commits each batch with its watermark; this
+The engine's backfill (`outbox_engine/sharding/backfill.py`) commits each batch with its watermark; this
 module watches that watermark (one small query a second) to print progress, and on Ctrl-C
 or an outage prints the last committed id: the same command resumes after it.
 """
@@ -12,8 +12,9 @@ import typer
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..messaging.backfill import WATERMARK_TABLE
-from ..messaging.config import ConfigError
+from outbox_engine.config.boxes import ConfigError
+from outbox_engine.sharding.backfill import WATERMARK_TABLE
+
 from .context import CliState
 from .reach import EXIT_INTERRUPTED
 
@@ -51,9 +52,9 @@ def run_backfill(
     rate: float,
     max_pending: int,
 ) -> None:
-    from ..messaging.backfill import backfill
-    from ..messaging.registry import import_object
-    from ..messaging.replication import REPLICATED
+    from outbox_engine.config.registry import import_object
+    from outbox_engine.sharding.backfill import backfill
+    from outbox_engine.sharding.replication import REPLICATED
 
     container = cli.container()
     model = import_object(model_path, "backfill MODEL")

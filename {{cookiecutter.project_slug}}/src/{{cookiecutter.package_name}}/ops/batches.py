@@ -23,10 +23,11 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ..messaging.audit import write_audit
-from ..messaging.registry import Box
-from ..messaging.retention import ENDED_UNDELIVERED, RETENTION_LOCK
-from ..messaging.status import ItemStatus
+from outbox_engine.config.registry import Box
+from outbox_engine.store.audit import write_audit
+from outbox_engine.store.retention import ENDED_UNDELIVERED, RETENTION_LOCK
+from outbox_engine.store.status import ItemStatus
+
 from .actions import Action, effective_selection, selection_json
 from .errors import OpsError
 from .selection import Selection

@@ -9,8 +9,9 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..messaging.registry import Box, import_object
-from ..messaging.status import ItemStatus
+from outbox_engine.config.registry import Box, import_object
+from outbox_engine.store.status import ItemStatus
+
 from .errors import NotFound, OpsError
 from .selection import Selection
 

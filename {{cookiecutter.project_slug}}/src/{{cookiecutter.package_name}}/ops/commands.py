@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
         actor: Actor = None,
     ) -> None:
         """Stop relaying a box, one bucket or one key (a kill switch; `resume` lifts it)."""
-        from ..messaging.pauses import Pause, add_pause
+        from outbox_engine.store.pauses import Pause, add_pause
 
         target = _pause_target(ctx, box, bucket, key)
         check_text("--reason", reason, 1000, allow_empty=True)
@@ -112,7 +112,7 @@ def register(app: typer.Typer) -> None:
         actor: Actor = None,
     ) -> None:
         """Lift a pause (of the box, a bucket, a key, or --all of them)."""
-        from ..messaging.pauses import Pause, remove_pause
+        from outbox_engine.store.pauses import Pause, remove_pause
 
         if all_ and (bucket is not None or key is not None):
             raise OpsError("--all lifts every pause of the box: give it without --bucket or --key")
@@ -142,7 +142,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """List the pauses in force."""
-        from ..messaging.pauses import list_pauses
+        from outbox_engine.store.pauses import list_pauses
 
         cli = state(ctx)
         if box:
@@ -176,7 +176,7 @@ def register(app: typer.Typer) -> None:
         json_: Json = False,
     ) -> None:
         """The operator audit log, newest first."""
-        from ..messaging.audit import MAX_LIMIT, recent_audit
+        from outbox_engine.store.audit import MAX_LIMIT, recent_audit
 
         if not 1 <= limit <= MAX_LIMIT:
             raise OpsError(f"--limit must be 1-{MAX_LIMIT}")
@@ -233,10 +233,12 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Write the AsyncAPI 3.0 document of the boxes file, or --check it (needs no database)."""
-        from ..messaging.asyncapi import main as asyncapi_main
+        from outbox_engine.contracts.asyncapi import main as asyncapi_main
+
+        from ..contract import SERVICE
         from .service_commands import boxes_file
 
-        code = asyncapi_main(output, check, boxes_file())
+        code = asyncapi_main(SERVICE, output, check, boxes_file())
         if code:
             raise typer.Exit(code)
 

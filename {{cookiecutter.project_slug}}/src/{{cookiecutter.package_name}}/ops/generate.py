@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-from ..messaging.config import ConfigError, parse_boxes
+from outbox_engine.config.boxes import ConfigError, parse_boxes
+
 from .errors import OpsError
 from .yaml_text import add_to_section, add_transport
 
@@ -162,7 +163,7 @@ from collections.abc import Sequence
 
 from alembic import op
 
-from <<package>>.messaging.schema import create_item_table
+from <<package>>outbox_engine.store.schema import create_item_table
 
 revision: str = "<<revision>>"
 down_revision: str | None = "<<down>>"
@@ -182,8 +183,8 @@ OUTBOX_TRANSPORT = '''"""Transports of the <<name>> outbox box (user-editable)."
 
 from __future__ import annotations
 
-from ..messaging.builtin_transports import KafkaTransport
-from ..messaging.transport import ItemRecord
+from outbox_engine.transports.builtin import KafkaTransport
+from outbox_engine.transports.base import ItemRecord
 
 
 class <<camel>>EventsKafkaTransport(KafkaTransport):
@@ -208,7 +209,7 @@ import logging
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..messaging.transport import InboxHandler, ItemRecord
+from outbox_engine.transports.base import InboxHandler, ItemRecord
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +234,7 @@ from __future__ import annotations
 
 import logging
 
-from ..messaging.transport import ItemRecord, Transport
+from outbox_engine.transports.base import ItemRecord, Transport
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +243,7 @@ class <<cls>>(Transport):
     """A working default that logs each item; replace the body with the delivery.
 
     Return True (or None) once delivered; return False or raise to retry later; raise
-    `PermanentFailure` (messaging.transport) when retrying cannot help.
+    `PermanentFailure` (outbox_engine.transports.base) when retrying cannot help.
     """
 
     async def __call__(self, item: ItemRecord, payload: bytes) -> bool:
@@ -323,7 +324,7 @@ def generate_item(project: ProjectFiles, name: str, kind: str) -> list[Path]:
     mixin = "OutboxItemMixin" if kind == "outbox" else "InboxItemMixin"
     if not re.search(rf"^from \S+ import .*\b{mixin}\b", items_source, re.M):
         items_source = items_source.replace(
-            "\n\n\nclass ", f"\nfrom .messaging.models import {mixin}\n\n\nclass ", 1
+            "\n\n\nclass ", f"\nfrom outbox_engine.store.models import {mixin}\n\n\nclass ", 1
         )
     items_source = (
         items_source.rstrip("\n")

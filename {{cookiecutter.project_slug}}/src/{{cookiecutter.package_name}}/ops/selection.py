@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..messaging.status import ItemStatus
+from outbox_engine.store.status import ItemStatus
+
 from .errors import OpsError
 
 MAX_TEXT = 255

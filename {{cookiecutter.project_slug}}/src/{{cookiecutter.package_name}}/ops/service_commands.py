@@ -16,7 +16,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ..messaging.config import ConfigError
+from outbox_engine.config.boxes import ConfigError
+
 from .context import plain, state
 from .errors import OpsError
 
@@ -148,9 +149,10 @@ def register(app: typer.Typer) -> None:
         probe: ProbePort = None,
     ) -> None:
         """Relay outbox items and process inbox items, until SIGTERM or Ctrl-C."""
+        from outbox_engine.observability.probes import ProbeServer
+        from outbox_engine.relay.worker import Worker
+
         from ..container import shutdown
-        from ..messaging.probes import ProbeServer
-        from ..messaging.worker import Worker
 
         container = state(ctx).container()
         settings = container.settings()
@@ -201,8 +203,8 @@ def register(app: typer.Typer) -> None:
         probe: ProbePort = None,
     ) -> None:
         """Consume the Kafka topics into the inbox tables, until SIGTERM or Ctrl-C."""
-        from ..messaging.inbox_consumer import InboxConsumer, consumers_readiness
-        from ..messaging.probes import ProbeServer
+        from outbox_engine.inbox.consumer import InboxConsumer, consumers_readiness
+        from outbox_engine.observability.probes import ProbeServer
 
         container = state(ctx).container()
         settings = container.settings()
@@ -287,8 +289,8 @@ def register(app: typer.Typer) -> None:
     @app.command("check-config", rich_help_panel=PANEL)
     def check_config() -> None:
         """Validate the boxes file (BOXES_FILE) and list the boxes; needs no database or Kafka."""
-        from ..messaging.config import load_boxes
-        from ..messaging.registry import BoxRegistry
+        from outbox_engine.config.boxes import load_boxes
+        from outbox_engine.config.registry import BoxRegistry
 
         registry = BoxRegistry(load_boxes(boxes_file()))
         for b in registry:

@@ -9,9 +9,10 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..messaging.pauses import list_pauses
-from ..messaging.registry import Box
-from ..messaging.status import ItemStatus
+from outbox_engine.config.registry import Box
+from outbox_engine.store.pauses import list_pauses
+from outbox_engine.store.status import ItemStatus
+
 from .errors import OpsError
 
 LAST_ERROR_CHARS = 300

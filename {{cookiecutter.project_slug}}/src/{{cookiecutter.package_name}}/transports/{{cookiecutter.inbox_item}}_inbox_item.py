@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from outbox_engine import EventHandler, ItemRecord, Outbox, PermanentFailure, Resources
+
 from ..domain.events import PaymentReceived
 from ..domain.service import OrderNotFound, apply_payment
-from ..messaging.create import Outbox
-from ..messaging.resources import Resources
-from ..messaging.transport import EventHandler, ItemRecord, PermanentFailure
 
 
 class PaymentReceivedHandler(EventHandler[PaymentReceived]):
@@ -43,7 +42,7 @@ import logging
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..messaging.transport import InboxHandler, ItemRecord
+from outbox_engine import InboxHandler, ItemRecord
 
 log = logging.getLogger(__name__)
 

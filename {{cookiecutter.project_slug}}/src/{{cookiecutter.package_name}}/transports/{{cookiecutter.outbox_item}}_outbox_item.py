@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ..messaging.builtin_transports import KafkaTransport
-from ..messaging.transport import ItemRecord
+from outbox_engine import ItemRecord, KafkaTransport
 
 
 class {{ cookiecutter.outbox_item.title().replace('_', '') }}EventsKafkaTransport(KafkaTransport):

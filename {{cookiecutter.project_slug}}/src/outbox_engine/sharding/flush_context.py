@@ -1,0 +1,36 @@
+"""The current outbox context (see flush.py): which created items to flush at commit."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+if TYPE_CHECKING:
+    from outbox_engine.config.registry import Box
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # delivered | failed | pending | discarded
+    error: str | None = None
+
+
+@dataclass
+class OutboxContext:
+    flush: bool
+    created: list[tuple[Box, UUID]] = field(default_factory=list)
+    outcomes: dict[UUID, Outcome] = field(default_factory=dict)
+
+    @property
+    def delivered(self) -> bool:
+        """Every item created in the context was delivered."""
+        return bool(self.outcomes) and all(o.status == "delivered" for o in self.outcomes.values())
+
+
+current: ContextVar[OutboxContext | None] = ContextVar("outbox_context", default=None)
+
+
+def current_context() -> OutboxContext | None:
+    return current.get()

@@ -1,0 +1,59 @@
+"""DDL of an item table, shared by every alembic revision that creates one.
+
+Alembic loads revision files by path, so the layout lives here, in the package: the
+initial revision and every revision written by `generate item` call `create_item_table`,
+and all item tables get the same columns and indexes as `models.ItemMixin` declares.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import postgresql
+
+from outbox_engine.store.models import BLOCKING_ROWS, blocked_index_name
+
+
+def create_item_table(name: str, inbox: bool) -> None:
+    """An outbox or inbox table with the engine's columns and indexes."""
+    columns: list[sa.Column[Any]] = [
+        sa.Column("id", sa.BigInteger(), sa.Identity(always=False), primary_key=True),
+        sa.Column("uuid", postgresql.UUID(as_uuid=True), nullable=False),
+        sa.Column("event_name", sa.String(255), nullable=False),
+        sa.Column("event_key", sa.String(255), nullable=False),
+        sa.Column("bucket", sa.Integer(), nullable=False),
+        sa.Column("status", sa.SmallInteger(), nullable=False, server_default=sa.text("0")),
+        sa.Column("payload", sa.LargeBinary(), nullable=False),
+        sa.Column(
+            "headers", postgresql.JSONB(), nullable=False, server_default=sa.text("'{}'::jsonb")
+        ),
+        sa.Column("errors_count", sa.Integer(), nullable=False, server_default=sa.text("0")),
+        sa.Column("last_error", sa.Text(), nullable=True),
+        sa.Column("next_attempt_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+        ),
+        sa.Column("processed_at", sa.DateTime(timezone=True), nullable=True),
+    ]
+    if inbox:
+        columns += [
+            sa.Column("source_topic", sa.String(255), nullable=True),
+            sa.Column("source_partition", sa.Integer(), nullable=True),
+            sa.Column("source_offset", sa.BigInteger(), nullable=True),
+        ]
+    op.create_table(name, *columns, sa.PrimaryKeyConstraint("id", name=f"pk_{name}"))
+    op.create_index(f"ix_{name}_uuid", name, ["uuid"], unique=True)
+    # The relay's claim: an index range scan over pending rows of one bucket, in id order.
+    op.create_index(
+        f"ix_{name}_pending", name, ["bucket", "id"], postgresql_where=sa.text("status = 0")
+    )
+    op.create_index(f"ix_{name}_event_key_id", name, ["event_key", "id"])
+    # Strict boxes' claim: is an older item of this key in backoff or failed? (see 0005)
+    op.create_index(
+        blocked_index_name(name), name, ["event_key", "id"], postgresql_where=BLOCKING_ROWS
+    )
+    # Retention and time filters. BRIN: rows arrive in created_at order, so a block-range
+    # summary serves them at a fraction of a B-tree's cost per insert.
+    op.create_index(f"ix_{name}_created_at", name, ["created_at"], postgresql_using="brin")
