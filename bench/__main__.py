@@ -68,6 +68,10 @@ def main() -> int:
             run_started = time.time()
             plan = Plan(scenarios, systems, sizes, repeats, seed, first_wait_s, run_wait_s)
             outcome = run_plan(ctx, plan)
+            # Here: machine facts read from the baked venv, which goes with the temp dir.
+            meta = metadata(
+                sizes, repeats, systems, pg, started, run_started, fill_seconds, outcome, run_wait_s
+            )
         finally:
             ctx.cleanup()
             last = cache_dir() / "last-run"
@@ -97,9 +101,6 @@ def main() -> int:
         log(("quick run: " if args.quick else "partial run: ") + verdict)
         if not args.docs:
             return 1 if failures else 0
-    meta = metadata(
-        sizes, repeats, systems, pg, started, run_started, fill_seconds, outcome, run_wait_s
-    )
     meta["problems"] = ctx.problems + failures
     docs.write(args.out, outcome, names, meta)
     log(f"wrote {args.out / 'benchmarks.md'} and benchmarks-results.json/.csv")

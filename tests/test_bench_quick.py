@@ -1,14 +1,26 @@
-"""The benchmark harness runs end to end in its quick mode and finds nothing wrong.
+"""The benchmark harness runs end to end in its quick mode, finds nothing wrong, and follows
+its method.
 
-`./bench/run.sh --quick` bakes the default project, installs it, and runs every scenario
-at small sizes for it and the raw baseline on the real services: nothing lost, no per-key
-order violations, no inbox row stored twice. It asserts nothing about speed. About two
-minutes; deselect with `-k "not bench_quick"` (or TEMPLATE_SKIP_BENCH=1).
+`./bench/run.sh --quick --repeats 2 --seed 7 --docs` bakes the default project, installs it,
+and runs every scenario at small sizes for it and the raw baseline on the real services:
+nothing lost, no per-key order violations, no inbox row stored twice. It asserts nothing
+about speed, but it does check how the numbers were taken: the order of the systems differs
+between the repeats and is the one the seed gives (so `--seed` replays it), every timed run
+was preceded by a VACUUM (ANALYZE) and a CHECKPOINT that PostgreSQL confirms, and the report
+and the results files show every repeat's value and ratio ours / baseline with its spread.
+About four minutes; deselect with `-k "not bench_quick"` (or TEMPLATE_SKIP_BENCH=1).
 """
 
 from __future__ import annotations
 
+import csv
+import importlib.util
+import itertools
+import json
 import os
+import re
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -16,20 +28,141 @@ from conftest import REPO_ROOT, Services, clean_env, run, tail
 
 pytestmark = [pytest.mark.bake, pytest.mark.services]
 
+SEED = 7
+REPEATS = 2
+SYSTEMS = ["ours", "baseline"]
+# Quick sizes: drain with 1 and 2 workers, steady at one rate, inbox, create cost.
+RUNS_PER_SYSTEM_AND_REPEAT = 5
+
+
+def _order_module() -> ModuleType:
+    """bench/order.py is stdlib only: loaded by path (bench/ is not on the tests' path)."""
+    spec = importlib.util.spec_from_file_location("bench_order", REPO_ROOT / "bench" / "order.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_system_order_rotates_per_repeat_and_replays_from_its_seed() -> None:
+    order = _order_module()
+    names = ["ours", "faststream-outbox", "omni-box", "baseline"]
+    orders = order.repeat_orders(names, 8, 1234)
+    assert orders == order.repeat_orders(names, 8, 1234)  # the seed replays the run
+    for first, second in itertools.pairwise(orders):
+        assert first != second
+    # In every 4 consecutive repeats each system runs once in each position.
+    for position in range(4):
+        assert sorted(o[position] for o in orders[:4]) == sorted(names)
+        assert [o[position] for o in orders[:4]] == [o[position] for o in orders[4:]]
+    # The seed decides the order: 20 seeds give more than one first order.
+    firsts = {tuple(order.repeat_orders(names, 1, seed)[0]) for seed in range(20)}
+    assert len(firsts) > 1
+    assert (
+        order.repeat_orders(["ours", "baseline"], 3, 5)[0]
+        != order.repeat_orders(["ours", "baseline"], 3, 5)[1]
+    )
+    with pytest.raises(ValueError, match="distinct"):
+        order.repeat_orders(["ours", "ours"], 2, 1)
+
 
 @pytest.mark.skipif(os.environ.get("TEMPLATE_SKIP_BENCH") == "1", reason="TEMPLATE_SKIP_BENCH=1")
-def test_bench_quick_is_correct(services: Services) -> None:
+def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
+    out = tmp_path / "docs"
     result = run(
-        [REPO_ROOT / "bench" / "run.sh", "--quick"],
+        [
+            REPO_ROOT / "bench" / "run.sh",
+            "--quick",
+            "--repeats",
+            str(REPEATS),
+            "--seed",
+            str(SEED),
+            "--docs",
+            "--out",
+            out,
+        ],
         cwd=REPO_ROOT,
         env=clean_env(
             TEST_DATABASE_URL=services.database_url,
             TEST_KAFKA_BOOTSTRAP_SERVERS=services.kafka_bootstrap_servers,
         ),
-        timeout=600,
+        timeout=1200,
         check=False,
     )
-    assert result.returncode == 0, tail(result.stdout, 80)
-    assert "quick run: correct" in result.stdout, tail(result.stdout, 80)
-    for scenario in ("drain ours w1", "drain ours w2", "steady ours", "inbox ours"):
-        assert f"[bench] {scenario}" in result.stdout, tail(result.stdout, 80)
+    log = result.stdout
+    assert result.returncode == 0, tail(log, 80)
+    assert "quick run: correct" in log, tail(log, 80)
+    for scenario in ("drain ours w1", "drain ours w2", "steady ours", "inbox ours", "cost ours"):
+        assert f"[bench] {scenario}" in log, tail(log, 80)
+    assert f"[bench] seed {SEED} " in log, tail(log, 80)
+
+    # The order: the seed's, different in each repeat, and the runs followed it.
+    expected = _order_module().repeat_orders(SYSTEMS, REPEATS, SEED)
+    assert expected[0] != expected[1]
+    doc = json.loads((out / "benchmarks-results.json").read_text())
+    assert doc["seed"] == SEED
+    assert doc["orders"] == expected
+    for repeat, names in enumerate(expected):
+        assert f"repeat {repeat + 1}/{REPEATS}: order {', '.join(names)} (seed {SEED})" in log
+        drained = re.findall(
+            r"\[bench\] drain (\w+) w1:",
+            log.split(f"repeat {repeat + 1}/{REPEATS}:")[1].split("[bench] repeat ")[0],
+        )
+        assert drained == names, (repeat, drained)
+    for rows in doc["runs"].values():
+        for r in rows:
+            assert r["system"] == expected[r["repeat"]][r["position"]], r
+
+    # Every timed run settled first, as PostgreSQL saw it.
+    timed = REPEATS * len(SYSTEMS) * RUNS_PER_SYSTEM_AND_REPEAT
+    assert doc["settle_counts"]["timed_runs"] == timed, doc["settle_counts"]
+    assert doc["settle_counts"]["checkpoints"] == timed, doc["settle_counts"]
+    assert doc["settle_counts"]["vacuum_analyze"] == timed, doc["settle_counts"]
+    with (out / "benchmarks-results.csv").open() as handle:
+        table = list(csv.DictReader(handle))
+    assert len(table) == timed
+    for row in table:
+        assert row["checkpoint"] == "1", row
+        assert row["vacuum_analyze"] == "1", row
+        assert float(row["load1"]) >= 0, row
+        assert row["quiet"] in ("True", "False"), row
+
+    # Every repeat's ratio ours / baseline, in the JSON, the CSV and the report.
+    report = (out / "benchmarks.md").read_text()
+    assert "## 5. Every repeat" in report
+    assert f"replay the order with `--seed {SEED}`" in report
+    drain_w1 = [r for r in doc["per_repeat"] if r["scenario"] == "drain" and r["case"] == "w1"]
+    assert [r["repeat"] for r in drain_w1] == list(range(REPEATS))
+    ratios = []
+    for r in drain_w1:
+        runs = {
+            x["system"]: x["rate"]
+            for x in doc["runs"]["drain"]
+            if x["repeat"] == r["repeat"] and x["workers"] == 1
+        }
+        ratio = runs["ours"] / runs["baseline"]
+        assert r["ratios"]["baseline"] == pytest.approx(ratio)
+        csv_ours = next(
+            row
+            for row in table
+            if row["scenario"] == "drain"
+            and row["case"] == "w1"
+            and row["repeat"] == str(r["repeat"])
+            and row["system"] == "ours"
+        )
+        assert float(csv_ours["vs_baseline"]) == pytest.approx(ratio, rel=1e-3)
+        line = next(
+            line for line in report.splitlines() if line.startswith(f"| w1 | {r['repeat'] + 1} |")
+        )
+        assert line.rstrip(" |").endswith(f"{ratio:.2f}x"), line
+        ratios.append(ratio)
+    spread = next(
+        s
+        for s in doc["spreads"]
+        if s["scenario"] == "drain" and s["case"] == "w1" and s["vs"] == "baseline"
+    )
+    assert spread["min"] == pytest.approx(min(ratios))
+    assert spread["max"] == pytest.approx(max(ratios))
+    assert spread["n"] == REPEATS
+    assert f"| drain | w1 | ours / baseline | {min(ratios):.2f}x |" in report
