@@ -18,14 +18,9 @@ from {{ cookiecutter.package_name }}.api.app import create_app
 from {{ cookiecutter.package_name }}.container import Container, shutdown
 from {{ cookiecutter.package_name }}.contract import SERVICE
 from {{ cookiecutter.package_name }}.settings import Settings
-from outbox_engine.contracts.asyncapi import (
-    PUBLISHED,
-    ServiceInfo,
-    build_document,
-    load_registry,
-    render,
-)
+from outbox_engine.contracts.asyncapi import ServiceInfo, build_document
 from outbox_engine.contracts.events import Event, EventTypes
+from outbox_engine.contracts.publish import PUBLISHED, load_registry, render
 from outbox_engine.creation.items import Outbox
 
 from ..support import (

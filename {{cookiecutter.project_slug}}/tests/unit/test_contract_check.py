@@ -12,10 +12,11 @@ import pytest
 from pydantic import BaseModel
 
 from {{ cookiecutter.package_name }}.contract import SERVICE
-from outbox_engine.contracts import asyncapi
-from outbox_engine.contracts.asyncapi import build_document, render
+from outbox_engine.contracts import publish
+from outbox_engine.contracts.asyncapi import build_document
 from outbox_engine.contracts.check import compare
 from outbox_engine.contracts.events import Event, EventTypes
+from outbox_engine.contracts.publish import render
 
 from ..support import OUTBOX_BOX, InboxItem, OutboxItem, make_registry
 
@@ -193,15 +194,15 @@ def test_check_exits_1_on_breaking_changes_and_0_on_compatible_ones(
     published_file = tmp_path / "contracts" / "asyncapi.json"
     monkeypatch.setattr(OutboxItem, "event_types", EventTypes(Created))
     monkeypatch.setattr(InboxItem, "event_types", EventTypes(Refund))
-    assert asyncapi.main(SERVICE, published_file) == 0
+    assert publish.main(SERVICE, published_file) == 0
     assert json.loads(published_file.read_text()) == document(monkeypatch)
-    assert asyncapi.main(SERVICE, published_file, check=True) == 0
+    assert publish.main(SERVICE, published_file, check=True) == 0
     assert capsys.readouterr().out.endswith(f"no changes against {published_file}\n")
 
     monkeypatch.setattr(
         OutboxItem, "event_types", EventTypes(variant("Created", Created, more=("int", 0)))
     )
-    assert asyncapi.main(SERVICE, published_file, check=True) == 0
+    assert publish.main(SERVICE, published_file, check=True) == 0
     out = capsys.readouterr().out
     assert f"compatible: {SEND} thing_created: field more: added, optional" in out
     assert "1 compatible change(s); publish them with `asyncapi`" in out
@@ -211,10 +212,10 @@ def test_check_exits_1_on_breaking_changes_and_0_on_compatible_ones(
         id: int
 
     monkeypatch.setattr(OutboxItem, "event_types", EventTypes(Created2))
-    assert asyncapi.main(SERVICE, published_file, check=True) == 1
+    assert publish.main(SERVICE, published_file, check=True) == 1
     captured = capsys.readouterr()
     assert captured.out.count("BREAKING: ") == 5  # name, size, address, tags, note removed
     assert "5 breaking change(s)" in captured.err
 
-    assert asyncapi.main(SERVICE, tmp_path / "missing.json", check=True) == 2
+    assert publish.main(SERVICE, tmp_path / "missing.json", check=True) == 2
     assert "no published document" in capsys.readouterr().err

@@ -22,7 +22,7 @@ reason that names the field and never repeats the payload's values (it is stored
 `last_error` and logged).
 
 The contract these models make is published as an AsyncAPI document (asyncapi.py) and checked
-for breaking changes (contract_check.py): bump `schema_version` with any change you make,
+for breaking changes (check.py): bump `schema_version` with any change you make,
 and keep changes compatible (add optional fields; never remove, retype or newly require one).
 """
 

@@ -14,11 +14,12 @@ from typing import Annotated
 import typer
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .actions import get_box
+from outbox_engine.operations.actions import get_box
+from outbox_engine.operations.selection import check_text
+
 from .bulk_commands import Actor
 from .context import cli_actor, state
 from .errors import OpsError
-from .selection import check_text
 
 INSPECT = "Operator commands that read"
 PAUSES = "Kill switches"
@@ -61,7 +62,9 @@ def register(app: typer.Typer) -> None:
         top: Annotated[int, typer.Option("--top", help="Rows per top list (0-100).")] = 5,
     ) -> None:
         """Per box: depth by status, lag, hot buckets and keys, failing events, pauses."""
-        from .stats import box_stats, render
+        from outbox_engine.operations.stats import box_stats
+
+        from .stats import render
 
         cli = state(ctx)
         boxes = cli.container().registry().select(box)
@@ -233,7 +236,7 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Write the AsyncAPI 3.0 document of the boxes file, or --check it (needs no database)."""
-        from outbox_engine.contracts.asyncapi import main as asyncapi_main
+        from outbox_engine.contracts.publish import main as asyncapi_main
 
         from ..contract import SERVICE
         from .service_commands import boxes_file
