@@ -142,31 +142,8 @@ logger.reflections.level = ERROR
 EOF
 }
 
-# Our worker's pid, if the pid file points at a live ConnectDistributed process
-# (guards against pid reuse after a reboot). Removes stale pid files.
-live_pid() {
-  local pid
-  [ -f "$PID_FILE" ] || return 1
-  pid="$(cat "$PID_FILE")"
-  if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'connect\.cli\.ConnectDistributed'; then
-    echo "$pid"
-    return 0
-  fi
-  log "removing stale pid file $PID_FILE"
-  rm -f "$PID_FILE" "$PORT_FILE"
-  return 1
-}
-
-stop_pid() {
-  local pid="$1" i
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for i in $(seq 1 60); do
-    kill -0 "$pid" 2>/dev/null || break
-    [ "$i" -lt 60 ] || { log "still alive after 60s, sending SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; }
-    sleep 1
-  done
-  rm -f "$PID_FILE" "$PORT_FILE"
-}
+# Our worker's pid, if the pid file points at a live process of it (lib.sh).
+live_pid() { live_pid_matching 'connect\.cli\.ConnectDistributed'; }
 
 # HTTP GET of $URL$1 (body on stdout); fails on connection errors and non-2xx.
 rest_get() { curl -fsS --max-time 10 "$URL$1"; }

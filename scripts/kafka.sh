@@ -126,32 +126,8 @@ format_storage() {
     || { show_tail "$KDIR/logs/format.log"; die "kafka storage format failed"; }
 }
 
-# Our broker's pid, if the pid file points at a live kafka.Kafka process
-# (guards against pid reuse after a reboot). Removes stale pid files.
-live_pid() {
-  local pid
-  [ -f "$PID_FILE" ] || return 1
-  pid="$(cat "$PID_FILE")"
-  if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kafka\.Kafka'; then
-    echo "$pid"
-    return 0
-  fi
-  log "removing stale pid file $PID_FILE"
-  rm -f "$PID_FILE" "$PORT_FILE"
-  return 1
-}
-
-stop_pid() {
-  local pid="$1" i
-  kill -TERM "$pid" 2>/dev/null || return 0
-  # Controlled shutdown of a combined node usually takes a few seconds.
-  for i in $(seq 1 60); do
-    kill -0 "$pid" 2>/dev/null || break
-    [ "$i" -lt 60 ] || { log "still alive after 60s, sending SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; }
-    sleep 1
-  done
-  rm -f "$PID_FILE" "$PORT_FILE"
-}
+# Our broker's pid, if the pid file points at a live process of it (lib.sh).
+live_pid() { live_pid_matching 'kafka\.Kafka'; }
 
 start_broker() {
   rm -f "$PID_FILE"

@@ -1,5 +1,5 @@
 # shellcheck shell=bash disable=SC2034  # variables here are used by the sourcing scripts
-# Shared helpers for postgres.sh / kafka.sh. Sourced, never executed.
+# Shared helpers for postgres.sh, kafka.sh and connect.sh. Sourced, never executed.
 #
 # Contract for every script: progress goes to stderr, only `export ...` lines
 # go to stdout, so `eval "$(scripts/services-up.sh)"` is safe.
@@ -68,4 +68,33 @@ show_tail() {
   log "---- last lines of $1 ----"
   tail -n "${2:-40}" "$1" >&2 || true
   log "---- end of $1 ----"
+}
+
+# The pid in $PID_FILE when it is a live process whose command line matches the
+# regex $1 (guards against pid reuse after a reboot). A stale pid file (and
+# $PORT_FILE) is removed.
+live_pid_matching() {
+  local pattern="$1" pid
+  [ -f "$PID_FILE" ] || return 1
+  pid="$(cat "$PID_FILE")"
+  if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$pattern"; then
+    echo "$pid"
+    return 0
+  fi
+  log "removing stale pid file $PID_FILE"
+  rm -f "$PID_FILE" "$PORT_FILE"
+  return 1
+}
+
+# SIGTERM, up to 60 s for a clean shutdown, then SIGKILL; removes $PID_FILE and
+# $PORT_FILE.
+stop_pid() {
+  local pid="$1" i
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for i in $(seq 1 60); do
+    kill -0 "$pid" 2>/dev/null || break
+    [ "$i" -lt 60 ] || { log "still alive after 60s, sending SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; }
+    sleep 1
+  done
+  rm -f "$PID_FILE" "$PORT_FILE"
 }
