@@ -53,6 +53,7 @@ from upgrade_support import (
     cookiecutter_then_link,
     cruft_check,
     cruft_create,
+    cruft_diff,
     cruft_update,
     git,
     read_state,
@@ -97,8 +98,8 @@ def note_above(line: str) -> list[str]:
 
 
 def user_edits(answers: dict[str, Any]) -> list[Edit]:
-    """The user notes something above a key of config/boxes.yaml and above a class or
-    function of their outbox transport module (comments: the unit tests, which read the
+    """The user notes something above a key of config/boxes.yaml and above a class, function
+    or method of their outbox transport module (comments: the unit tests, which read the
     boxes file, keep their expectations)."""
     package, item = answers["package_name"], answers["outbox_item"]
     return [
@@ -109,7 +110,7 @@ def user_edits(answers: dict[str, Any]) -> list[Edit]:
         ),
         Edit(
             f"src/{package}/transports/{item}_outbox_item.py",
-            lambda line: line.startswith(("class ", "def ", "@")),
+            lambda line: line.lstrip().startswith(("class ", "def ", "async def ", "@")),
             note_above,
         ),
     ]
@@ -126,6 +127,7 @@ class Upgraded:
     fresh_cruft_state: dict[str, Any]
     conflicts: list[str]
     checks: tuple[int, int] | None  # `cruft check` before and after the update
+    linked_diff: tuple[int, str] | None  # `cruft diff --exit-code` right after `cruft link`
     edits: list[PlacedEdit]
 
 
@@ -188,6 +190,7 @@ class Upgrades:
         workdir = self.base / case.id
         workdir.mkdir()
         project = self.baked_at_base(case, workdir)
+        linked_diff = cruft_diff(self.env, project) if case.linked else None
         answers = answers_of(project)
         fresh = self.fresh(answers, workdir / "fresh")
         placed: list[PlacedEdit] = []
@@ -212,6 +215,7 @@ class Upgrades:
             fresh_cruft_state=read_state(fresh),
             conflicts=conflicts(project, self.env),
             checks=checks,
+            linked_diff=linked_diff,
             edits=placed,
         )
         elapsed = time.monotonic() - started
@@ -245,6 +249,14 @@ def test_cruft_json_records_head(upgraded: Upgraded, upgrades: Upgrades) -> None
 @pytest.mark.parametrize("case", [c for c in CASES if c.check], ids=lambda c: c.id)
 def test_cruft_check_fails_before_and_passes_after(case: Case, upgrades: Upgrades) -> None:
     assert upgrades.get(case).checks == (1, 0)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.linked], ids=lambda c: c.id)
+def test_cruft_diff_is_empty_right_after_link(case: Case, upgrades: Upgrades) -> None:
+    """The README's check of the linked commit: no edits yet, so no difference."""
+    linked_diff = upgrades.get(case).linked_diff
+    assert linked_diff is not None
+    assert linked_diff[0] == 0, linked_diff[1][-3000:]
 
 
 def test_updated_project_equals_a_fresh_bake(upgraded: Upgraded) -> None:

@@ -152,6 +152,14 @@ def cruft_update(env: dict[str, str], project: Path, commit: str) -> str:
     return cruft(env, "update", "--project-dir", str(project), *args, cwd=project.parent)
 
 
+def cruft_diff(env: dict[str, str], project: Path) -> tuple[int, str]:
+    """`cruft diff --exit-code`: 1 and the diff when the project's files differ from the
+    template at the recorded commit, rendered with the recorded answers; else 0."""
+    args: list[str | Path] = [CRUFT, "diff", "--exit-code", "--project-dir", project]
+    result = run(args, cwd=project.parent, env=env, check=False)
+    return result.returncode, result.stdout
+
+
 def cruft_check(env: dict[str, str], project: Path, commit: str) -> int:
     """`cruft check`'s exit code: 0 up to date with `commit`, 1 not."""
     args: list[str | Path] = [CRUFT, "check", "--project-dir", project, "--checkout", commit]
