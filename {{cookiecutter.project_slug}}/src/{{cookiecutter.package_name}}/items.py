@@ -19,20 +19,10 @@ from .domain.events import OrderCreated, OrderPaid, OrderUpdated, PaymentReceive
 {%- endif %}
 
 
-class {{ outbox_class }}(OutboxItemMixin, Base):
-    __tablename__ = "{{ cookiecutter.outbox_item }}_outbox_items"
-{%- if cookiecutter.include_example_domain %}
-    event_types = EventTypes(OrderCreated, OrderUpdated, OrderPaid)
-{%- else %}
-    # e.g. EventTypes(ThingCreated, ThingUpdated): models of `Event` with an event_name
-    event_types = EventTypes()
-{%- endif %}
+{% with cls = outbox_class, mixin = 'OutboxItemMixin', table = cookiecutter.outbox_item ~ '_outbox_items', event_types = 'OrderCreated, OrderUpdated, OrderPaid' if cookiecutter.include_example_domain else '' -%}
+{% include 'src/{{cookiecutter.package_name}}/scaffold/item_class.py.j2' %}
+{%- endwith %}
 
-
-class {{ inbox_class }}(InboxItemMixin, Base):
-    __tablename__ = "{{ cookiecutter.inbox_item }}_inbox_items"
-{%- if cookiecutter.include_example_domain %}
-    event_types = EventTypes(PaymentReceived)
-{%- else %}
-    event_types = EventTypes()
-{%- endif %}
+{% with cls = inbox_class, mixin = 'InboxItemMixin', table = cookiecutter.inbox_item ~ '_inbox_items', event_types = 'PaymentReceived' if cookiecutter.include_example_domain else '' -%}
+{% include 'src/{{cookiecutter.package_name}}/scaffold/item_class.py.j2' %}
+{%- endwith -%}

@@ -1,3 +1,4 @@
+{%- if cookiecutter.include_example_domain -%}
 """Handlers of the {{ cookiecutter.inbox_item }} inbox box (user-editable).
 
 A handler runs inside the transaction that marks its item delivered: write through the
@@ -5,7 +6,6 @@ given session and your changes commit exactly when the item does.
 """
 
 from __future__ import annotations
-{%- if cookiecutter.include_example_domain %}
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -36,27 +36,9 @@ class PaymentReceivedHandler(EventHandler[PaymentReceived]):
         except OrderNotFound as exc:
             raise PermanentFailure(str(exc)) from None
         return True
-{%- else %}
-
-import logging
-
-from sqlalchemy.ext.asyncio import AsyncSession
-
-from outbox_engine import InboxHandler, ItemRecord
-
-log = logging.getLogger(__name__)
-
-
-class {{ cookiecutter.inbox_item.title().replace('_', '') }}LogHandler(InboxHandler):
-    """A working default: logs each message. Replace the body with your business logic."""
-
-    async def handle(self, item: ItemRecord, payload: bytes, session: AsyncSession) -> bool:
-        log.info(
-            "received %s key=%s (%d bytes)",
-            item.event_name,
-            item.event_key,
-            len(payload),
-            extra={"box": item.box, "item_id": item.id, "message_id": str(item.uuid)},
-        )
-        return True
-{%- endif %}
+{% else -%}
+{#- Rendered from the scaffold `generate item NAME --kind inbox` renders: one source. -#}
+{%- with title = 'Handlers of the ' ~ cookiecutter.inbox_item ~ ' inbox box', cls = cookiecutter.inbox_item.title().replace('_', '') ~ 'LogHandler' -%}
+{% include 'src/{{cookiecutter.package_name}}/scaffold/inbox_handler.py.j2' %}
+{%- endwith -%}
+{%- endif -%}

@@ -1,15 +1,4 @@
-"""Transports of the {{ cookiecutter.outbox_item }} outbox box (user-editable)."""
-
-from __future__ import annotations
-
-from outbox_engine import ItemRecord, KafkaTransport
-
-
-class {{ cookiecutter.outbox_item.title().replace('_', '') }}EventsKafkaTransport(KafkaTransport):
-    """Relays {{ cookiecutter.outbox_item }} events to Kafka: key = event key, value = payload.
-
-    Override `topic_for` to route by event, or subclass `Transport` for another destination.
-    """
-
-    def topic_for(self, item: ItemRecord) -> str:
-        return self.topic
+{#- Rendered from the scaffold `generate item NAME --kind outbox` renders: one source. -#}
+{%- with name = cookiecutter.outbox_item, cls = cookiecutter.outbox_item.title().replace('_', '') ~ 'EventsKafkaTransport' -%}
+{% include 'src/{{cookiecutter.package_name}}/scaffold/outbox_transport.py.j2' %}
+{%- endwith -%}
