@@ -22,7 +22,7 @@ from .envs import cache_dir, log
 from .fill import fill_templates
 from .kafka_io import produce_inbox_input
 from .lineup import build_systems
-from .loop import Outcome, Plan, run_plan, settle_counts
+from .loop import Plan, run_plan, settle_counts
 from .meta import metadata
 from .order import new_seed
 from .pg import Postgres
@@ -87,7 +87,7 @@ def main() -> int:
         f"results: {json_path} (.csv beside it); {counts['timed_runs']} timed runs, "
         f"{counts['checkpoints']} checkpoints, {counts['vacuum_analyze']} VACUUM (ANALYZE)"
     )
-    failures = checks.correctness(outcome.results, sizes) + _missing(outcome, ctx.problems)
+    failures = checks.correctness(outcome.results, sizes) + _given_up(ctx.problems)
     partial = set(args.selected) != set(NAMES)
     if args.quick or partial:
         for line in failures:
@@ -107,7 +107,7 @@ def main() -> int:
     return 1 if failures and args.quick else 0
 
 
-def _missing(outcome: Outcome, problems: list[str]) -> list[str]:
+def _given_up(problems: list[str]) -> list[str]:
     """A run given up after two tries leaves a hole in the ratios: say so."""
     return [p for p in problems if "try 2" in p]
 

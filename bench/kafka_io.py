@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 SEQ_MARK = b'"bench_seq":'
 
@@ -52,8 +52,10 @@ def create_topic(bootstrap: str, name: str, partitions: int, patience: float = 3
                 created = True
             time.sleep(2.0)
             continue
-        ready = topic is not None and len(topic.partitions) == partitions and not topic.error
-        if ready and all(p.leader >= 0 for p in topic.partitions.values()):
+        if topic is None or len(topic.partitions) != partitions or topic.error:
+            time.sleep(0.2)
+            continue
+        if all(p.leader >= 0 for p in topic.partitions.values()):
             return
         time.sleep(0.2)
     raise RuntimeError(f"topic {name} did not become ready in {patience:.0f}s (broker down?)")
@@ -86,7 +88,10 @@ def produce_inbox_input(
         ids.append(message_id)
         key = str(seq % keys).encode()
         value = b'{"bench_seq":%d,"pad":"%s"}' % (seq, pad)
-        headers = [("message-id", message_id), ("event-name", b"payment_received")]
+        headers: list[tuple[str, str | bytes | None]] = [
+            ("message-id", message_id),
+            ("event-name", b"payment_received"),
+        ]
         for _ in range(2 if (dup_left and seq % every == every - 1) else 1):
             while True:
                 try:
@@ -199,7 +204,13 @@ class TopicReader(threading.Thread):
                         result.unparsed += 1
                         continue
                     result.messages.append(
-                        Seen(message.partition(), message.offset(), message.key(), seq, now)
+                        Seen(
+                            message.partition() or 0,
+                            message.offset() or 0,
+                            message.key(),
+                            seq,
+                            now,
+                        )
                     )
                     result.first_at.setdefault(seq, now)
                 if len(result.first_at) >= self.expected:
