@@ -41,7 +41,7 @@ def main() -> int:
     repeats = args.repeats or (1 if args.quick else 3)
     seed = args.seed if args.seed is not None else new_seed()
     log(f"seed {seed} (replay this run's order of systems with --seed {seed})")
-    run_wait_s = args.quiet_wait if args.quiet_wait is not None else (0.0 if args.quick else 90.0)
+    run_wait_s = args.quiet_wait if args.quiet_wait is not None else (0.0 if args.quick else 60.0)
     first_wait_s = 0.0 if args.quick else args.wait_quiet * 60
     bootstrap = os.environ["TEST_KAFKA_BOOTSTRAP_SERVERS"]
     pg = Postgres(os.environ["TEST_DATABASE_URL"])

@@ -54,7 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=None,
         help="seconds to wait at most for load < 1.0 before every later timed run "
-        "(default 90; quick: 0, the load is still measured and recorded)",
+        "(default 60: the 1-minute average of a busy run decays from 2 to 1 in ~42 s; quick: 0, "
+        "the load is still measured and recorded)",
     )
     args = parser.parse_args(argv)
     args.selected = [s.strip() for s in args.scenarios.split(",") if s.strip()]
