@@ -7,8 +7,9 @@
 # 2. starts (or reuses) PostgreSQL (wal_level=logical), Kafka and Kafka Connect with the
 #    Debezium PostgreSQL connector, without Docker (scripts/services-up.sh --with-connect);
 # 3. runs pytest on tests/: hooks unit tests, bakes of every supported option combination
-#    (leftover Jinja, removed files, ruff, mypy), and the baked projects' own suites on the
-#    real services.
+#    (leftover Jinja, removed files, ruff, mypy), the baked projects' own suites on the
+#    real services, and upgrades with cruft from an earlier commit of this repository
+#    (tests/test_upgrade.py: needs the git history; skipped in a shallow clone).
 #
 # The services keep running afterwards so the next run starts fast; stop them with
 # scripts/services-down.sh. Exit code: pytest's.
