@@ -19,9 +19,9 @@ from sqlalchemy.exc import DBAPIError
 
 from {{ cookiecutter.package_name }}.api.app import create_app
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.ops.actions import RETRY, apply
-from {{ cookiecutter.package_name }}.ops.selection import Selection
 from {{ cookiecutter.package_name }}.settings import Settings
+from outbox_engine.operations.actions import RETRY, apply
+from outbox_engine.operations.selection import Selection
 from outbox_engine.store.audit import recent_audit, write_audit
 from outbox_engine.store.status import ItemStatus
 

@@ -12,9 +12,9 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from {{ cookiecutter.package_name }}.api.body_guard import json_problem
 from {{ cookiecutter.package_name }}.api.validation import public_errors
-from {{ cookiecutter.package_name }}.ops.errors import OpsError
-from {{ cookiecutter.package_name }}.ops.selection import Selection, check_text, parse_id, parse_status
 from {{ cookiecutter.package_name }}.settings import SettingsError, load_settings
+from outbox_engine.operations.errors import OpsError
+from outbox_engine.operations.selection import Selection, check_text, parse_id, parse_status
 from outbox_engine.relay.failures import failure_text, is_permanent
 from outbox_engine.store.status import ItemStatus
 from outbox_engine.transports.base import PermanentFailure

@@ -19,14 +19,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import decimal
-import functools
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import TextClause, event, text
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
@@ -42,6 +41,7 @@ from outbox_engine.creation.shards import (
 from outbox_engine.middleware import CreateCall, CreateMiddleware, NewItem, wrap_create
 from outbox_engine.observability.observer import Observer
 from outbox_engine.sharding.flush_context import current_context
+from outbox_engine.store.inserts import insert_items_statement
 
 Payload = bytes | str | Mapping[str, Any] | Sequence[Any] | int | float | bool | BaseModel | None
 
@@ -222,7 +222,7 @@ class Outbox:
             headers.append(json.dumps({**item.headers, **chain_headers(message_id)}))
         # The rows and the NOTIFY that wakes the workers in one statement: one round trip.
         await call.session.execute(
-            _insert_statement(box.table_name),
+            insert_items_statement(box.table_name),
             {
                 "uuids": ids,
                 "names": [i.event_name for i in call.items],
@@ -250,22 +250,6 @@ def _wake_payload(buckets: list[int]) -> str:
     those buckets wake ('' wakes every lane: used when there are many)."""
     distinct = sorted(set(buckets))
     return ",".join(map(str, distinct)) if len(distinct) <= 64 else ""
-
-
-@functools.lru_cache(maxsize=256)
-def _insert_statement(table: str) -> TextClause:
-    return text(
-        f"""
-        WITH new AS (
-            INSERT INTO {table} (uuid, event_name, event_key, bucket, payload, headers)
-            SELECT u, e, k, b, p, h::jsonb
-            FROM unnest(CAST(:uuids AS uuid[]), CAST(:names AS text[]), CAST(:keys AS text[]),
-                        CAST(:buckets AS integer[]), CAST(:payloads AS bytea[]),
-                        CAST(:headers AS text[])) AS r(u, e, k, b, p, h)
-        )
-        SELECT pg_notify(:channel, :buckets_woken)
-        """
-    )
 
 
 CREATED_KEY = "outbox_created"

@@ -17,15 +17,24 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from outbox_engine.config.registry import BoxRegistry
 from outbox_engine.sharding.replication import REPLICATED, item_rows
+from outbox_engine.store.backfill import (
+    WATERMARK_TABLE,
+    advance_watermark,
+    all_watermarks,
+    finish_watermark,
+    insert_rows,
+    lock_watermark,
+    next_rows,
+    pending_depth,
+    start_watermark,
+)
+from outbox_engine.store.wake import wake
 
 log = logging.getLogger(__name__)
-
-WATERMARK_TABLE = "outbox_backfills"
 
 
 @dataclass
@@ -35,14 +44,6 @@ class BackfillReport:
     last_id: int
     finished: bool
     seconds: float
-
-
-async def _pending_depth(engine: AsyncEngine, table: str, cap: int) -> int:
-    async with engine.connect() as conn:
-        query = text(
-            f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE status = 0 LIMIT :cap) AS p"
-        )
-        return int((await conn.execute(query, {"cap": cap + 1})).scalar_one())
 
 
 async def backfill(
@@ -68,18 +69,12 @@ async def backfill(
     started = time.monotonic()
     emitted_now = 0
     async with session_factory() as session, session.begin():
-        await session.execute(
-            text(
-                f"INSERT INTO {WATERMARK_TABLE} (name, last_id, emitted) VALUES (:name, 0, 0) "
-                "ON CONFLICT (name) DO NOTHING"
-            ),
-            {"name": name},
-        )
+        await start_watermark(session, name)
     while True:
         # Yield to live traffic: no new backfill items while the box is backed up.
         waited = False
         while True:
-            if await _pending_depth(engine, box.table_name, max_pending) <= max_pending:
+            if await pending_depth(engine, box.table_name, max_pending) <= max_pending:
                 break
             if not waited:
                 log.info(
@@ -91,53 +86,18 @@ async def backfill(
                 waited = True
             await asyncio.sleep(0.5)
         async with session_factory() as session, session.begin():
-            mark = (
-                await session.execute(
-                    text(
-                        f"SELECT last_id, emitted FROM {WATERMARK_TABLE} WHERE name = :name FOR UPDATE"
-                    ),
-                    {"name": name},
-                )
-            ).one()
-            rows = list(
-                (
-                    await session.execute(
-                        select(model)
-                        .where(pk > mark.last_id)
-                        .order_by(pk)
-                        .limit(batch_size)
-                        # Locked until this batch's items commit: a concurrent update of a
-                        # row either commits first (and is read here) or waits and emits its
-                        # item after ours. A snapshot read without the lock could be older
-                        # than an update whose item got a smaller id, and coalescing (newest
-                        # id wins) would then deliver the stale snapshot last.
-                        .with_for_update(read=True)
-                    )
-                )
-                .scalars()
-                .all()
-            )
+            mark = await lock_watermark(session, name)
+            # Read FOR SHARE: a stale snapshot never wins over a newer item (store/backfill.py).
+            rows = await next_rows(session, model, pk, mark.last_id, batch_size)
             if not rows:
-                await session.execute(
-                    text(
-                        f"UPDATE {WATERMARK_TABLE} SET finished_at = now(), updated_at = now() WHERE name = :name"
-                    ),
-                    {"name": name},
-                )
+                await finish_watermark(session, name)
                 return BackfillReport(
-                    name, int(mark.emitted), int(mark.last_id), True, time.monotonic() - started
+                    name, mark.emitted, mark.last_id, True, time.monotonic() - started
                 )
             for item_box, item_rows_ in item_rows(registry, ((row, "backfill") for row in rows)):
-                await session.execute(insert(item_box.table), item_rows_)
-            await session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": box.channel})
-            last_id = getattr(rows[-1], pk.key)
-            await session.execute(
-                text(
-                    f"UPDATE {WATERMARK_TABLE} SET last_id = :last, emitted = emitted + :n, "
-                    "updated_at = now(), finished_at = NULL WHERE name = :name"
-                ),
-                {"last": last_id, "n": len(rows), "name": name},
-            )
+                await insert_rows(session, item_box.table, item_rows_)
+            await wake(session, box.channel)
+            await advance_watermark(session, name, getattr(rows[-1], pk.key), len(rows))
         emitted_now += len(rows)
         # The rate budget: never ahead of rate_per_second since this run started.
         ahead = emitted_now / rate_per_second - (time.monotonic() - started)
@@ -147,14 +107,7 @@ async def backfill(
 
 async def progress(engine: AsyncEngine) -> list[dict[str, Any]]:
     """Every backfill's watermark, for `stats`."""
-    async with engine.connect() as conn:
-        rows = await conn.execute(
-            text(
-                f"SELECT name, last_id, emitted, started_at, updated_at, finished_at "
-                f"FROM {WATERMARK_TABLE} ORDER BY name"
-            )
-        )
-        return [dict(row._mapping) for row in rows]
+    return await all_watermarks(engine)
 
 
-__all__ = ["BackfillReport", "backfill", "progress"]
+__all__ = ["WATERMARK_TABLE", "BackfillReport", "backfill", "progress"]

@@ -22,15 +22,15 @@ from pydantic import BaseModel, Field
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from outbox_engine.config.registry import Box
+from outbox_engine.operations.actions import DISCARD, PARK, REPLAY, RETRY, Action, apply, get_box
+from outbox_engine.operations.browse import MAX_PAGE, get_item, list_items
+from outbox_engine.operations.errors import NotFound, OpsError
+from outbox_engine.operations.selection import MAX_ID, Selection, check_text
+from outbox_engine.operations.stats import box_stats
 from outbox_engine.store.audit import recent_audit
 from outbox_engine.store.pauses import Pause, add_pause, list_pauses, remove_pause
 
 from ..container import Container
-from ..ops.actions import DISCARD, PARK, REPLAY, RETRY, Action, apply, get_box
-from ..ops.browse import MAX_PAGE, get_item, list_items
-from ..ops.errors import NotFound, OpsError
-from ..ops.selection import MAX_ID, Selection, check_text
-from ..ops.stats import box_stats
 from ..settings import Settings
 from . import deps
 from .params import StrictInt

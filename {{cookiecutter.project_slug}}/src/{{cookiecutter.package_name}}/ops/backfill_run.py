@@ -9,11 +9,10 @@ import asyncio
 import sys
 
 import typer
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from outbox_engine.config.boxes import ConfigError
-from outbox_engine.sharding.backfill import WATERMARK_TABLE
+from outbox_engine.store.backfill import read_watermark
 
 from .context import CliState
 from .reach import EXIT_INTERRUPTED
@@ -21,23 +20,12 @@ from .reach import EXIT_INTERRUPTED
 POLL_SECONDS = 1.0
 
 
-async def _watermark(engine: AsyncEngine, name: str) -> tuple[int, int] | None:
-    async with engine.connect() as conn:
-        row = (
-            await conn.execute(
-                text(f"SELECT last_id, emitted FROM {WATERMARK_TABLE} WHERE name = :name"),
-                {"name": name},
-            )
-        ).first()
-        await conn.rollback()
-    return None if row is None else (int(row[0]), int(row[1]))
-
-
 async def _watch(engine: AsyncEngine, name: str, seen: list[tuple[int, int]]) -> None:
     """Print a line each time the watermark moves (a batch committed)."""
     while True:
         await asyncio.sleep(POLL_SECONDS)
-        mark = await _watermark(engine, name)
+        found = await read_watermark(engine, name)
+        mark = None if found is None else (found.last_id, found.emitted)
         if mark is not None and (not seen or mark != seen[-1]):
             seen.append(mark)
             print(f"backfill {name}: {mark[1]} items emitted, last id {mark[0]}", flush=True)

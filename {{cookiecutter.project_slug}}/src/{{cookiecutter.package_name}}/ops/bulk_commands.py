@@ -1,7 +1,7 @@
 """The destructive operator commands: retry, discard, replay and park (purge: `purge_command.py`).
 
 Each validates its input, counts the rows it would change, asks for confirmation (unless
-`--yes`; refused without a terminal), then changes them in batches (`ops/batches.py`) with
+`--yes`; refused without a terminal), then changes them in batches (`outbox_engine/operations/batches.py`) with
 progress and one audit row per batch. Ctrl-C or an outage mid-run prints the resume
 position (`--after-id`); `--dry-run` only counts.
 """
@@ -10,11 +10,12 @@ from typing import Annotated
 
 import typer
 
-from .actions import DISCARD, PARK, REPLAY, RETRY, Action, get_box
-from .batches import BatchRun, check_batching, count_action, run_action
+from outbox_engine.operations.actions import DISCARD, PARK, REPLAY, RETRY, Action, get_box
+from outbox_engine.operations.batches import BatchRun, check_batching, count_action, run_action
+from outbox_engine.operations.selection import Selection
+
 from .console import Progress, confirm, stopped_line
 from .context import cli_actor, state
-from .selection import Selection
 
 INTERRUPTED = 130
 

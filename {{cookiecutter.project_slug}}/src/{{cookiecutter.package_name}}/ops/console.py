@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from .batches import BatchRun
+from outbox_engine.operations.batches import BatchRun
 
 
 class ConfirmationRefused(Exception):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
-from .selection import check_text
+from outbox_engine.operations.selection import check_text
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine

@@ -1,11 +1,9 @@
-"""Errors an operator caused (bad input): shown as they are, exit code 2 or HTTP 4xx."""
+"""Errors an operator caused (bad input): shown as they are, exit code 2 or HTTP 4xx.
 
-from __future__ import annotations
+The engine's operations raise them (outbox_engine/operations/errors.py); the CLI and the
+service's own commands (generate) use the same classes.
+"""
 
+from outbox_engine.operations.errors import NotFound, OpsError
 
-class OpsError(ValueError):
-    """The request cannot be done as asked; the message says why."""
-
-
-class NotFound(OpsError):
-    """The box or item does not exist."""
+__all__ = ["NotFound", "OpsError"]

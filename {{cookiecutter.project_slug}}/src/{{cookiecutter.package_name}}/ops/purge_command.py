@@ -1,8 +1,8 @@
 """`purge` from the CLI: apply the retention periods now, in batches, after confirmation.
 
 Counts what each box would lose, asks once for all (or takes `--yes`), then deletes batch
-by batch (`batches.run_purge`), one audit row per batch; Ctrl-C or an outage prints the box
-and `--after-id` to resume with.
+by batch (`outbox_engine.operations.batches.run_purge`), one audit row per batch; Ctrl-C or
+an outage prints the box and `--after-id` to resume with.
 """
 
 from functools import partial
@@ -10,7 +10,8 @@ from typing import Annotated
 
 import typer
 
-from .batches import BatchRun, check_batching, count_purge, run_purge
+from outbox_engine.operations.batches import BatchRun, check_batching, count_purge, run_purge
+
 from .bulk_commands import INTERRUPTED, PANEL, Actor, DryRun, StoppedRun, Yes
 from .console import Progress, confirm, stopped_line
 from .context import cli_actor, state

@@ -3,8 +3,9 @@
 `apply` (the admin API's) runs one parameterised UPDATE (or, dry, one COUNT) restricted to
 the statuses the action applies to, writes one audit row (who, which selection, how many
 rows) in the same transaction, then wakes the box's workers. A dry run changes nothing and
-writes no row. The CLI runs the same actions in batches (`batches.py`). The relay records an outcome only on an item still in the state it claimed, so a worker
-that held one of the rows in an unrecorded batch drops its record after your change.
+writes no row. The CLI runs the same actions in batches (`batches.py`). The relay records
+an outcome only on an item still in the state it claimed, so a worker that held one of the
+rows in an unrecorded batch drops its record after your change.
 """
 
 from __future__ import annotations
@@ -12,16 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from outbox_engine.config.boxes import ConfigError
 from outbox_engine.config.registry import Box, BoxRegistry
+from outbox_engine.operations.errors import NotFound, OpsError
+from outbox_engine.operations.selection import Selection
+from outbox_engine.store.actions import ActionName, change_selected, count_selected
 from outbox_engine.store.audit import write_audit
 from outbox_engine.store.status import ItemStatus
-
-from .errors import NotFound, OpsError
-from .selection import Selection
+from outbox_engine.store.wake import wake
 
 PENDING, FAILED, DELIVERED, DISCARDED, PARKED = (
     ItemStatus.PENDING,
@@ -33,6 +34,7 @@ PENDING, FAILED, DELIVERED, DISCARDED, PARKED = (
 
 
 def get_box(registry: BoxRegistry, name: str) -> Box:
+    """The box named `name`; NotFound (HTTP 404, exit 2) when there is none."""
     try:
         return registry.get(name)
     except ConfigError as exc:
@@ -41,11 +43,13 @@ def get_box(registry: BoxRegistry, name: str) -> Box:
 
 @dataclass(frozen=True)
 class Action:
-    name: str
-    # Statuses the action may change, and the default when neither ids nor statuses are given.
+    """An operator action: its name (which also names its assignments in
+    store/actions.py), the statuses it may change, and the default when neither ids nor
+    statuses are given."""
+
+    name: ActionName
     eligible: tuple[ItemStatus, ...]
     default: tuple[ItemStatus, ...]
-    assignments: str
     hint: str = ""
 
 
@@ -56,30 +60,17 @@ RETRY = Action(
     "retry",
     (FAILED, DISCARDED, PENDING, PARKED),
     (FAILED,),
-    "status = 0, errors_count = 0, next_attempt_at = NULL, processed_at = NULL",
     "delivered items are sent again with `replay`",
 )
-DISCARD = Action(
-    "discard",
-    (FAILED, PENDING, PARKED),
-    (FAILED,),
-    "status = 3, processed_at = now(), next_attempt_at = NULL",
-)
+DISCARD = Action("discard", (FAILED, PENDING, PARKED), (FAILED,))
 # Move a poisoned head aside: it no longer blocks its key in a strict box (the later items
 # go on), and it stays for inspection and a later retry or discard. A pending item (one in
 # backoff also holds its key) is parked only when named, as with discard.
-PARK = Action(
-    "park",
-    (FAILED, PENDING),
-    (FAILED,),
-    "status = 4, processed_at = coalesce(processed_at, now()), next_attempt_at = NULL",
-    "parked items go back with `retry`",
-)
+PARK = Action("park", (FAILED, PENDING), (FAILED,), "parked items go back with `retry`")
 REPLAY = Action(
     "replay",
     (DELIVERED,),
     (DELIVERED,),
-    "status = 0, errors_count = 0, next_attempt_at = NULL, processed_at = NULL, last_error = NULL",
     "failed or discarded items are sent again with `retry`",
 )
 
@@ -144,16 +135,11 @@ async def apply(
 ) -> ActionResult:
     """Run `action` on the selected items of `box` as `actor` (who the audit row names)."""
     effective = effective_selection(action, selection)
-    where, params = effective.where()
-    table = box.table_name
+    if dry_run:
+        rows = await count_selected(engine, box.table_name, effective)
+        return ActionResult(action.name, box.name, rows, True)
     async with engine.begin() as conn:
-        if dry_run:
-            rows = await conn.execute(text(f"SELECT count(*) FROM {table} WHERE {where}"), params)
-            return ActionResult(action.name, box.name, int(rows.scalar_one()), True)
-        result = await conn.execute(
-            text(f"UPDATE {table} SET {action.assignments} WHERE {where}"), params
-        )
-        changed = int(getattr(result, "rowcount", 0) or 0)
+        changed = await change_selected(conn, box.table_name, action.name, effective)
         await write_audit(
             conn,
             actor=actor,
@@ -162,5 +148,5 @@ async def apply(
             selection=selection_json(effective),
             affected=changed,
         )
-        await conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": box.channel})
+        await wake(conn, box.channel)
     return ActionResult(action.name, box.name, changed, False)

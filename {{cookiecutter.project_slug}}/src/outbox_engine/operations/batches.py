@@ -1,4 +1,4 @@
-"""Retry, discard, replay, park and purge from the CLI: in batches, in id order, resumable.
+"""Retry, discard, replay, park and purge in batches, in id order, resumable (the CLI's).
 
 A run changes at most `batch_size` rows per transaction, lowest ids first, each batch
 committed with its own operator audit row (who, the selection, how many rows, which ids),
@@ -20,17 +20,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from outbox_engine.config.registry import Box
+from outbox_engine.operations.actions import Action, effective_selection, selection_json
+from outbox_engine.operations.errors import OpsError
+from outbox_engine.operations.selection import Selection
+from outbox_engine.store.actions import change_batch, count_selected
 from outbox_engine.store.audit import write_audit
-from outbox_engine.store.retention import ENDED_UNDELIVERED, RETENTION_LOCK
-from outbox_engine.store.status import ItemStatus
-
-from .actions import Action, effective_selection, selection_json
-from .errors import OpsError
-from .selection import Selection
+from outbox_engine.store.purge_batches import (
+    count_expired,
+    delete_expired_batch,
+    try_retention_lock,
+)
+from outbox_engine.store.wake import wake
 
 MAX_BATCH = 100_000
 
@@ -90,14 +93,8 @@ async def count_action(
     engine: AsyncEngine, box: Box, action: Action, selection: Selection, after_id: int = 0
 ) -> int:
     """How many rows the action would change now (the dry run, and the confirmation)."""
-    where, params = effective_selection(action, selection).where()
-    async with engine.connect() as conn:
-        rows = await conn.execute(
-            text(f"SELECT count(*) FROM {box.table_name} WHERE {where} AND id > :after_id"),
-            {**params, "after_id": after_id},
-        )
-        await conn.rollback()
-        return int(rows.scalar_one())
+    effective = effective_selection(action, selection)
+    return await count_selected(engine, box.table_name, effective, after_id)
 
 
 async def run_action(
@@ -114,21 +111,6 @@ async def run_action(
 ) -> BatchRun:
     """Apply `action` to the selected rows with ids above `run.after_id`, batch by batch."""
     effective = effective_selection(action, selection)
-    where, params = effective.where("t")
-    table = box.table_name
-    statement = text(
-        f"""
-        WITH picked AS (
-            SELECT t.id FROM {table} AS t WHERE {where} AND t.id > :after_id
-            ORDER BY t.id LIMIT :limit FOR UPDATE
-        ), changed AS (
-            UPDATE {table} AS t SET {action.assignments} FROM picked
-            WHERE t.id = picked.id RETURNING t.id
-        )
-        SELECT (SELECT count(*) FROM picked) AS picked, (SELECT min(id) FROM picked) AS first,
-               (SELECT max(id) FROM picked) AS last, (SELECT count(*) FROM changed) AS changed
-        """
-    )
     audit_selection: dict[str, Any] = selection_json(effective)
     if run.after_id:
         audit_selection["after_id"] = run.after_id
@@ -136,54 +118,35 @@ async def run_action(
     while True:
         after = run.resume_from
         async with engine.begin() as conn:
-            row = (
-                await conn.execute(statement, {**params, "after_id": after, "limit": batch_size})
-            ).one()
-            picked, changed = int(row.picked), int(row.changed)
-            if picked == 0 and run.batches > 0:
+            batch = await change_batch(
+                conn, box.table_name, action.name, effective, after_id=after, limit=batch_size
+            )
+            if batch.picked == 0 and run.batches > 0:
                 return run  # the last batch took the last rows: nothing more to log
             run.batches += 1
-            first, last = (int(row.first), int(row.last)) if picked else (after, after)
+            first, last = batch.first or after, batch.last or after
             await write_audit(
                 conn,
                 actor=actor,
                 action=action.name,
                 box=box.name,
                 selection=audit_selection,
-                affected=changed,
-                detail=_detail(run, picked, batch_size, first, last) if picked else None,
+                affected=batch.changed,
+                detail=_detail(run, batch.picked, batch_size, first, last)
+                if batch.picked
+                else None,
             )
-            await _notify(conn, box)
-        run.changed += changed
-        if picked == 0:
+            await wake(conn, box.channel)
+        run.changed += batch.changed
+        if batch.picked == 0:
             return run
         run.position = last
         if on_batch is not None:
-            on_batch(run, changed, first, last)
+            on_batch(run, batch.changed, first, last)
         await _pace(run, started, rate)
 
 
-async def _notify(conn: AsyncConnection, box: Box) -> None:
-    await conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": box.channel})
-
-
 # -- purge ---------------------------------------------------------------------------------
-
-_DELIVERED = int(ItemStatus.DELIVERED)
-
-
-def _purge_where(box: Box) -> tuple[str, dict[str, Any]]:
-    config = box.config.retention
-    return (
-        f"((t.status = {_DELIVERED} AND t.created_at < now() - make_interval(secs => :kept)) "
-        "OR (t.status = ANY(CAST(:ended AS smallint[])) "
-        "AND t.created_at < now() - make_interval(secs => :kept_failed)))",
-        {
-            "kept": config.delivered.total_seconds(),
-            "kept_failed": config.failed.total_seconds(),
-            "ended": [int(s) for s in ENDED_UNDELIVERED],
-        },
-    )
 
 
 def purge_selection(box: Box) -> dict[str, Any]:
@@ -196,14 +159,10 @@ def purge_selection(box: Box) -> dict[str, Any]:
 
 
 async def count_purge(engine: AsyncEngine, box: Box, after_id: int = 0) -> int:
-    where, params = _purge_where(box)
-    async with engine.connect() as conn:
-        rows = await conn.execute(
-            text(f"SELECT count(*) FROM {box.table_name} AS t WHERE {where} AND t.id > :after"),
-            {**params, "after": after_id},
-        )
-        await conn.rollback()
-        return int(rows.scalar_one())
+    retention = box.config.retention
+    return await count_expired(
+        engine, box.table_name, retention.delivered, retention.failed, after_id
+    )
 
 
 async def run_purge(
@@ -218,45 +177,31 @@ async def run_purge(
     """Delete the rows past their retention period with ids above `run.after_id`, batch by
     batch. Each batch takes the box's retention lock (as the workers' retention does); when
     a worker holds it, the run stops early (`run.complete` False) and can be resumed."""
-    where, params = _purge_where(box)
-    table = box.table_name
-    statement = text(
-        f"""
-        WITH picked AS (
-            SELECT t.id FROM {table} AS t WHERE {where} AND t.id > :after
-            ORDER BY t.id LIMIT :limit FOR UPDATE
-        ), gone AS (
-            DELETE FROM {table} AS t USING picked WHERE t.id = picked.id RETURNING t.status
-        )
-        SELECT (SELECT count(*) FROM picked) AS picked, (SELECT min(id) FROM picked) AS first,
-               (SELECT max(id) FROM picked) AS last,
-               (SELECT count(*) FROM gone WHERE status = {_DELIVERED}) AS delivered,
-               (SELECT count(*) FROM gone WHERE status <> {_DELIVERED}) AS ended
-        """
-    )
-    lock = text("SELECT pg_try_advisory_xact_lock(:ns, :key)")
+    retention = box.config.retention
     selection = purge_selection(box)
     if run.after_id:
         selection["after_id"] = run.after_id
     while True:
         after = run.resume_from
         async with engine.begin() as conn:
-            if not (
-                await conn.execute(lock, {"ns": box.lock_namespace, "key": RETENTION_LOCK})
-            ).scalar():
+            if not await try_retention_lock(conn, box.lock_namespace):
                 run.complete = False
                 return run
-            row = (
-                await conn.execute(statement, {**params, "after": after, "limit": batch_size})
-            ).one()
-            picked = int(row.picked)
-            if picked == 0 and run.batches > 0:
+            batch = await delete_expired_batch(
+                conn,
+                box.table_name,
+                retention.delivered,
+                retention.failed,
+                after_id=after,
+                limit=batch_size,
+            )
+            if batch.picked == 0 and run.batches > 0:
                 return run  # the last batch took the last rows: nothing more to log
             run.batches += 1
-            delivered, ended = int(row.delivered), int(row.ended)
-            first, last = (int(row.first), int(row.last)) if picked else (after, after)
+            delivered, ended = batch.delivered, batch.ended
+            first, last = batch.first or after, batch.last or after
             detail = f"deleted {delivered} delivered and {ended} failed/discarded/parked items"
-            batch = _detail(run, picked, batch_size, first, last) if picked else None
+            ids = _detail(run, batch.picked, batch_size, first, last) if batch.picked else None
             await write_audit(
                 conn,
                 actor=actor,
@@ -264,12 +209,12 @@ async def run_purge(
                 box=box.name,
                 selection=selection,
                 affected=delivered + ended,
-                detail=f"{detail}; {batch}" if batch else detail,
+                detail=f"{detail}; {ids}" if ids else detail,
             )
         run.changed += delivered + ended
         run.delivered += delivered
         run.ended += ended
-        if picked == 0:
+        if batch.picked == 0:
             return run
         run.position = last
         if on_batch is not None:

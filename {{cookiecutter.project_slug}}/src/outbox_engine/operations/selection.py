@@ -1,7 +1,9 @@
 """Which items an operator means: ids, statuses, key, event, creation time, id range.
 
-`Selection.where()` renders a WHERE clause of fixed SQL fragments and bound parameters;
-operator input never becomes SQL text.
+`Selection.build` validates raw operator input (CLI options, query parameters) and names
+each problem in an `OpsError`. A `Selection` is an `ItemFilter`: store/selection.py renders
+its WHERE clause from fixed SQL fragments and bound parameters, so operator input never
+becomes SQL text.
 """
 
 from __future__ import annotations
@@ -11,11 +13,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
+from outbox_engine.operations.errors import OpsError
 from outbox_engine.store.status import ItemStatus
-
-from .errors import OpsError
 
 MAX_TEXT = 255
 # ASCII digits only: `str.isdigit()` also accepts "²" or "٣", which int() then refuses or reads
@@ -185,33 +185,3 @@ class Selection:
 
     def with_statuses(self, statuses: Iterable[ItemStatus]) -> Selection:
         return dataclasses.replace(self, statuses=tuple(statuses))
-
-    def where(self, alias: str = "") -> tuple[str, dict[str, Any]]:
-        p = f"{alias}." if alias else ""
-        clauses: list[str] = []
-        params: dict[str, Any] = {}
-        if self.ids:
-            clauses.append(f"{p}id = ANY(CAST(:ids AS bigint[]))")
-            params["ids"] = list(self.ids)
-        if self.statuses:
-            clauses.append(f"{p}status = ANY(CAST(:statuses AS smallint[]))")
-            params["statuses"] = [int(s) for s in self.statuses]
-        if self.event_key is not None:
-            clauses.append(f"{p}event_key = :event_key")
-            params["event_key"] = self.event_key
-        if self.event_name is not None:
-            clauses.append(f"{p}event_name = :event_name")
-            params["event_name"] = self.event_name
-        if self.since is not None:
-            clauses.append(f"{p}created_at >= :since")
-            params["since"] = self.since
-        if self.until is not None:
-            clauses.append(f"{p}created_at < :until")
-            params["until"] = self.until
-        if self.first_id is not None:
-            clauses.append(f"{p}id >= :first_id")
-            params["first_id"] = self.first_id
-        if self.last_id is not None:
-            clauses.append(f"{p}id <= :last_id")
-            params["last_id"] = self.last_id
-        return (" AND ".join(clauses) or "TRUE"), params

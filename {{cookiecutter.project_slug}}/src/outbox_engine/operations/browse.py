@@ -1,31 +1,27 @@
-"""Reading items for an operator: a filtered page of a box, or one item in full."""
+"""Reading items for an operator: a filtered page of a box, or one item in full (with its
+payload only where the box allows it, through the box's redactor if it names one)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from outbox_engine.config.registry import Box, import_object
+from outbox_engine.operations.errors import NotFound, OpsError
+from outbox_engine.operations.selection import Selection
+from outbox_engine.store.browse import read_item, read_page
 from outbox_engine.store.status import ItemStatus
 
-from .errors import NotFound, OpsError
-from .selection import Selection
-
 MAX_PAGE = 500
-LIST_COLUMNS = (
-    "id, uuid, event_name, event_key, bucket, status, errors_count, "
-    "left(last_error, 300) AS last_error, next_attempt_at, created_at, processed_at"
-)
 Redactor = Callable[[str, bytes], str | bytes]
 
 
-def _json(row: Any) -> dict[str, Any]:
+def _json(row: Mapping[str, Any]) -> dict[str, Any]:
     item: dict[str, Any] = {}
-    for key, value in dict(row).items():
+    for key, value in row.items():
         if isinstance(value, datetime):
             value = value.isoformat()
         elif key == "uuid":
@@ -42,17 +38,8 @@ async def list_items(
     """A page of items in id order after `after_id`; the second value is the next cursor."""
     if not 1 <= limit <= MAX_PAGE:
         raise OpsError(f"limit must be 1-{MAX_PAGE}")
-    where, params = selection.where()
-    statement = text(
-        f"SELECT {LIST_COLUMNS} FROM {box.table_name} WHERE {where} AND id > :after_id "
-        "ORDER BY id LIMIT :limit"
-    )
-    async with engine.connect() as conn:
-        rows = (
-            await conn.execute(statement, {**params, "after_id": after_id, "limit": limit + 1})
-        ).mappings()
-        items = [_json(row) for row in rows]
-        await conn.rollback()
+    rows = await read_page(engine, box.table_name, selection, after_id=after_id, limit=limit + 1)
+    items = [_json(row) for row in rows]
     more = len(items) > limit
     items = items[:limit]
     return items, (items[-1]["id"] if more else None)
@@ -70,10 +57,7 @@ def _payload(box: Box, event_name: str, payload: bytes) -> str | None:
 
 async def get_item(engine: AsyncEngine, box: Box, item_id: int) -> dict[str, Any]:
     """One item with its headers, full last error and (if the box allows) its payload."""
-    statement = text(f"SELECT * FROM {box.table_name} WHERE id = :id")
-    async with engine.connect() as conn:
-        row = (await conn.execute(statement, {"id": item_id})).mappings().first()
-        await conn.rollback()
+    row = await read_item(engine, box.table_name, item_id)
     if row is None:
         raise NotFound(f"box {box.name} has no item {item_id}")
     item = _json({k: v for k, v in row.items() if k != "payload"})
