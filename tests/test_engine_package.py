@@ -217,9 +217,15 @@ def test_the_engine_is_identical_in_every_combination(bakery: Bakery) -> None:
 
 @pytest.mark.bake
 def test_the_public_api_resolves(bakery: Bakery) -> None:
+    """Every name of `__all__` resolves, and importing the package loads none of the engine's
+    heavy parts (they load on first use: a CLI process starts in the time it needs)."""
     installed = bakery.install(SUPPORTED[0])
     script = (
+        "import sys\n"
         "import outbox_engine\n"
+        "heavy = sorted(m for m in ('confluent_kafka', 'httpx', 'outbox_engine.relay.worker')"
+        " if m in sys.modules)\n"
+        "assert not heavy, f'importing the package loaded {heavy}'\n"
         "missing = [n for n in outbox_engine.__all__ if not hasattr(outbox_engine, n)]\n"
         "assert not missing, missing\n"
         "print(len(outbox_engine.__all__))\n"
