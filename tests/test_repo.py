@@ -15,7 +15,14 @@ def test_ruff_check_of_the_template_repo() -> None:
 
 
 def test_scripts_are_executable() -> None:
-    for name in ("test.sh", "services-up.sh", "services-down.sh", "kafka.sh", "postgres.sh"):
+    for name in (
+        "test.sh",
+        "services-up.sh",
+        "services-down.sh",
+        "kafka.sh",
+        "postgres.sh",
+        "connect.sh",
+    ):
         script = REPO_ROOT / "scripts" / name
         assert script.is_file(), script
         assert script.stat().st_mode & 0o111, f"{script} is not executable"
