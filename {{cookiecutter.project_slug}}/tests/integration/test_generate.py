@@ -1,6 +1,7 @@
 """`generate item` and `generate transport` in a copy of this project: the new boxes
 migrate on a fresh database and work without a manual edit (outbox -> Kafka, Kafka ->
-inbox handler); existing files are never overwritten."""
+inbox handler); existing files are never overwritten; config/boxes.yaml keeps every line
+it had, comments included, and still loads."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
+
+from {{ cookiecutter.package_name }}.ops import boxes_edit
+from {{ cookiecutter.package_name }}.ops.errors import OpsError
+from {{ cookiecutter.package_name }}.ops.generate import ProjectFiles, generate_item, generate_transport
+from outbox_engine.config.boxes import load_boxes
 
 from ..services import Services
 from ..support import PROJECT_ROOT, empty_database, produce, read_topic
@@ -75,6 +81,111 @@ def tree(project: Path) -> dict[str, bytes]:
         for p in sorted(project.rglob("*"))
         if p.is_file() and "__pycache__" not in p.parts
     }
+
+
+# Comments where a round trip could drop or move them: before a section, after a box's last
+# line, between boxes, inline, and at the end of the file.
+EXTRA_COMMENTS = (
+    "\n# The outbox boxes follow.\n",
+    "  # end of the outbox section\n\n# Inbox boxes.\n",
+    "# the last line of the file\n",
+)
+
+
+@pytest.fixture
+def sources(tmp_path: Path) -> ProjectFiles:
+    """The parts of this project `generate` reads and writes, copied, with extra comments in
+    config/boxes.yaml."""
+    for part in ("config", "migrations", f"src/{PACKAGE}"):
+        shutil.copytree(PROJECT_ROOT / part, tmp_path / part, ignore=IGNORE)
+    boxes = tmp_path / "config" / "boxes.yaml"
+    text = boxes.read_text()
+    head, _, rest = text.partition("\noutbox:\n")
+    outbox, _, inbox = rest.partition("\ninbox:\n")
+    first = outbox.splitlines(keepends=True)
+    first[0] = first[0].rstrip("\n") + "  # the first outbox box\n"
+    boxes.write_text(
+        head
+        + EXTRA_COMMENTS[0]
+        + "outbox:\n"
+        + "".join(first)
+        + EXTRA_COMMENTS[1]
+        + "inbox:\n"
+        + inbox
+        + EXTRA_COMMENTS[2]
+    )
+    return ProjectFiles.find(tmp_path)
+
+
+def subsequence(lines: list[str], of: list[str]) -> bool:
+    found = iter(of)
+    return all(line in found for line in lines)
+
+
+def test_adding_boxes_and_transports_keeps_every_line_of_the_boxes_file(
+    sources: ProjectFiles,
+) -> None:
+    original = sources.boxes.read_text().splitlines()
+    before = load_boxes(sources.boxes)
+    comments = [line for line in original if line.lstrip().startswith("#") or " # " in line]
+    assert len(comments) >= 10, comments
+    generate_item(sources, "ledger", "outbox")
+    generate_item(sources, "refund_note", "inbox")
+    generate_transport(sources, "ledger_outbox_item", "ledger_mirror", "ledger_posted")
+    inbox_box = next(iter(before.inbox))
+    generate_transport(sources, inbox_box, "audit_trail")
+    edited = sources.boxes.read_text().splitlines()
+    # Every line the file had is still there, unchanged and in its order: comments, blank
+    # lines, flow mappings and quoting alike; only the new entries were added.
+    assert subsequence(original, edited), "\n".join(edited)
+    assert len(edited) == len(original) + 8 + 7 + 2 + 1
+    assert edited[-1] == "# the last line of the file"
+    # The section's closing comments still close it: they follow the new box (its last line
+    # the transport added to it), not precede it.
+    closing = edited.index("  # end of the outbox section")
+    assert edited[closing - 3 : closing] == [
+        '          topic: "${LEDGER_EVENTS_TOPIC:-ledgers}"',
+        f"      - class: {PACKAGE}.transports.ledger_mirror:LedgerMirrorTransport",
+        '        event_name: "ledger_posted"',
+    ]
+    assert edited[closing + 1 : closing + 4] == ["", "# Inbox boxes.", "inbox:"]
+    # The engine's own loader reads it: the old boxes as they were, the new ones complete.
+    after = load_boxes(sources.boxes)
+    assert list(after.outbox) == [*before.outbox, "ledger_outbox_item"]
+    assert list(after.inbox) == [*before.inbox, "refund_note_inbox_item"]
+    for name, box in before.outbox.items():
+        assert after.outbox[name] == box
+    ledger = after.outbox["ledger_outbox_item"]
+    assert ledger.item_class == f"{PACKAGE}.items:LedgerOutboxItem"
+    assert [(t.class_path, t.event_name) for t in ledger.transports] == [
+        (f"{PACKAGE}.transports.ledger_outbox_item:LedgerEventsKafkaTransport", None),
+        (f"{PACKAGE}.transports.ledger_mirror:LedgerMirrorTransport", "ledger_posted"),
+    ]
+    assert ledger.transports[0].args == {"topic": "ledgers"}
+    refund = after.inbox["refund_note_inbox_item"]
+    assert refund.topics == ("refund_notes",)
+    assert [t.class_path for t in refund.transports] == [
+        f"{PACKAGE}.transports.refund_note_inbox_item:RefundNoteLogHandler"
+    ]
+    assert [t.class_path for t in after.inbox[inbox_box].transports][-1] == (
+        f"{PACKAGE}.transports.audit_trail:AuditTrailHandler"
+    )
+
+
+def test_an_existing_box_name_is_refused_and_nothing_changes(sources: ProjectFiles) -> None:
+    before = tree(sources.root)
+    config = load_boxes(sources.boxes)
+    for kind, boxes in (("outbox", config.outbox), ("inbox", config.inbox)):
+        existing = next(iter(boxes))
+        with pytest.raises(OpsError, match=f"^box {existing} exists already in .*boxes.yaml$"):
+            generate_item(sources, existing.removesuffix(f"_{kind}_item"), kind)
+    assert tree(sources.root) == before
+    # A box of that name in the other section is refused as well (names are global).
+    document = boxes_edit.load(sources.boxes.read_text(), "boxes.yaml")
+    inbox_box = next(iter(config.inbox))
+    with pytest.raises(OpsError, match=f"^box {inbox_box} exists already"):
+        boxes_edit.add_box(document, "outbox", f"{inbox_box}:\n  item_class: a.b:C\n")
+    assert tree(sources.root) == before
 
 
 def test_generators_write_working_files_and_refuse_to_overwrite(project: Path) -> None:

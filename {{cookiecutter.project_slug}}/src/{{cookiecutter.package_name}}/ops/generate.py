@@ -223,6 +223,29 @@ def _import_names(source: str, names: tuple[str, ...]) -> str:
     return "".join(lines)
 
 
+def item_transport(project: ProjectFiles, name: str, kind: str) -> tuple[str, str]:
+    """The class name and the module of a new box's transport: the scaffold the template
+    rendered this project's first transport modules from, with the same variables."""
+    if kind == "outbox":
+        cls = f"{camel(name)}EventsKafkaTransport"
+        return cls, render(project.scaffold, "outbox_transport.py.j2", name=name, cls=cls)
+    cls = f"{camel(name)}LogHandler"
+    title = f"Handlers of the {name} inbox box"
+    return cls, render(project.scaffold, "inbox_handler.py.j2", title=title, cls=cls)
+
+
+def item_class(project: ProjectFiles, name: str, kind: str) -> str:
+    """The item class of a new box, as the template's items.py holds the first ones."""
+    return render(
+        project.scaffold,
+        "item_class.py.j2",
+        cls=f"{camel(name)}{kind.capitalize()}Item",
+        mixin="OutboxItemMixin" if kind == "outbox" else "InboxItemMixin",
+        table=f"{name}_{kind}_items",
+        event_types="",
+    )
+
+
 def generate_item(project: ProjectFiles, name: str, kind: str) -> list[Path]:
     """Model, migration, box configuration and a working transport for a new box."""
     _name(name, "item name")
@@ -243,19 +266,7 @@ def generate_item(project: ProjectFiles, name: str, kind: str) -> list[Path]:
     down, revision = _head_revision(project.versions)
     module = f"{name}_{kind}_item"
     buckets, strategy = _box_defaults(raw, kind)
-    if kind == "outbox":
-        transport_class = f"{camel(name)}EventsKafkaTransport"
-        transport_source = render(
-            project.scaffold, "outbox_transport.py.j2", name=name, cls=transport_class
-        )
-    else:
-        transport_class = f"{camel(name)}LogHandler"
-        transport_source = render(
-            project.scaffold,
-            "inbox_handler.py.j2",
-            title=f"Handlers of the {name} inbox box",
-            cls=transport_class,
-        )
+    transport_class, transport_source = item_transport(project, name, kind)
     entry = render(
         project.scaffold,
         "box.yaml.j2",
@@ -278,10 +289,7 @@ def generate_item(project: ProjectFiles, name: str, kind: str) -> list[Path]:
     _check_box(boxes_text, kind, box)
     mixin = "OutboxItemMixin" if kind == "outbox" else "InboxItemMixin"
     items_source = _import_names(items_source, ("EventTypes", mixin))
-    item_class = render(
-        project.scaffold, "item_class.py.j2", cls=cls, mixin=mixin, table=table, event_types=""
-    )
-    items_source = items_source.rstrip("\n") + "\n\n\n" + item_class
+    items_source = items_source.rstrip("\n") + "\n\n\n" + item_class(project, name, kind)
     migration = render(
         project.scaffold,
         "migration.py.j2",
