@@ -387,7 +387,7 @@ async def test_claims_stay_on_the_index_after_a_plan_made_on_an_empty_table(
     # Whether PostgreSQL switches to the generic plan after five custom ones depends on its
     # cost estimates (the strict claim's NOT EXISTS changes them): make it always do, so the
     # trap this test is about is always set.
-    processor._connections = DriverConnections(
+    processor._connections = processor.claimer.connections = DriverConnections(
         container.engine(),
         keep=True,
         settings={**RELAY_SESSION_SETTINGS, "plan_cache_mode": "force_generic_plan"},
@@ -417,7 +417,7 @@ async def test_claims_stay_on_the_index_after_a_plan_made_on_an_empty_table(
             # claim of a differently configured processor of this box from an earlier test.
             name, generic = await conn.fetchrow(
                 "SELECT name, generic_plans FROM pg_prepared_statements WHERE statement = $1",
-                processor._claim_sql,
+                processor.claimer.reads.claim_sql,
             )
             arrays = ("{" + ",".join(map(str, buckets)) + "}", "{}")
             plan = await conn.fetchval(

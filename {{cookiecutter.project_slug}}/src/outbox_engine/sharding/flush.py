@@ -3,7 +3,8 @@
     async with flusher.context(session) as ctx:        # begins and commits the transaction
         session.add(order)
         await outbox.create(session, OrderOutboxItem, ...)
-    ctx.outcomes   # {message_id: Outcome("delivered" | "failed" | "pending" | "discarded", error)}
+    ctx.outcomes   # {message_id: Outcome}: .status "delivered" | "failed" | "pending" |
+                   # "discarded", .error, .decision (relay/outcomes.py)
 
 Once the transaction has committed, the flush makes sure each item is delivered by the one
 process allowed to deliver it, and waits for the outcome, so an API can tell its caller
@@ -44,21 +45,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from outbox_engine.config.registry import Box, BoxRegistry
 from outbox_engine.middleware import Middlewares
-from outbox_engine.relay.processor import BoxProcessor, Result
-from outbox_engine.sharding.flush_context import OutboxContext, Outcome, current
+from outbox_engine.relay.outcomes import Outcome, from_row, pending
+from outbox_engine.relay.processor import BoxProcessor
+from outbox_engine.sharding.flush_context import OutboxContext, current
 from outbox_engine.store.ownership import NOTIFY_REBALANCE
 from outbox_engine.store.pauses import PauseReader
-from outbox_engine.store.status import ItemStatus
 from outbox_engine.transports.resources import Resources
 
 # The longest a flush waits for the worker that owns an item's bucket.
 MAX_WAIT_SECONDS = 10.0
-_STATUS_OUTCOME = {
-    int(ItemStatus.DELIVERED): "delivered",
-    int(ItemStatus.FAILED): "failed",
-    int(ItemStatus.PARKED): "failed",
-    int(ItemStatus.DISCARDED): "discarded",
-}
+BEHIND = "left to the worker: an older item of its key is pending or failed"
+WAITED = "left to the worker that owns its bucket (not delivered yet)"
 
 
 class Flusher:
@@ -106,7 +103,7 @@ class Flusher:
     async def _flush_box(self, box: Box, ids: list[UUID]) -> dict[UUID, Outcome]:
         pauses = await self._pauses.current()
         if pauses.box_paused(box.name):
-            return {i: Outcome("pending", f"box {box.name} is paused") for i in ids}
+            return {i: pending(f"box {box.name} is paused") for i in ids}
         paused_buckets = pauses.paused_buckets(box.name)
         outcomes: dict[UUID, Outcome] = {}
         ns = box.lock_namespace
@@ -125,7 +122,7 @@ class Flusher:
                         mine.add(bucket)
                 for message_id in ids:
                     if buckets.get(message_id) in paused_buckets:
-                        outcomes[message_id] = Outcome("pending", "its bucket is paused")
+                        outcomes[message_id] = pending("its bucket is paused")
                 own = [i for i in ids if buckets.get(i) in mine]
                 if own:
                     outcomes.update(await self._deliver(box, own, pauses.paused_keys(box.name)))
@@ -152,22 +149,17 @@ class Flusher:
             self._middlewares,
             self._resources.observer,
         )
-        slots = await processor.process_ids(ids, paused_keys)
+        done = await processor.process_ids(ids, paused_keys)
         outcomes: dict[UUID, Outcome] = {}
         for message_id in ids:
-            slot = slots.get(message_id)
-            if slot is None:
-                outcomes[message_id] = Outcome(
-                    "pending", "left to the worker: an older item of its key is pending or failed"
-                )
-            elif slot.result is Result.DELIVERED:
-                outcomes[message_id] = Outcome("delivered")
-            elif slot.result is Result.DISCARDED:
-                outcomes[message_id] = Outcome("discarded", slot.error)
-            elif slot.result in (Result.FAILED, Result.PERMANENT):
-                outcomes[message_id] = Outcome("failed", slot.error)
+            outcome = done.get(message_id)
+            if outcome is None:
+                outcomes[message_id] = pending(BEHIND)
+            elif outcome.status == "pending" and not outcome.error:
+                # Not attempted (behind its key's undelivered item): say so.
+                outcomes[message_id] = pending(outcome.decision.value)
             else:
-                outcomes[message_id] = Outcome("pending", slot.error or slot.result.value)
+                outcomes[message_id] = outcome
         return outcomes
 
     async def _wait_for_owner(self, box: Box, ids: list[UUID]) -> dict[UUID, Outcome]:
@@ -185,19 +177,16 @@ class Flusher:
             async with self._resources.engine.connect() as conn:
                 rows = (await conn.execute(query, {"ids": left})).all()
             for message_id, status, errors, error in rows:
-                if status in _STATUS_OUTCOME:
-                    outcomes[message_id] = Outcome(_STATUS_OUTCOME[status], error)
-                elif errors:
-                    outcomes[message_id] = Outcome("pending", error)
+                outcome = from_row(status, errors, error)
+                if outcome is not None:
+                    outcomes[message_id] = outcome
             left = [i for i in left if i not in outcomes]
             if not left or time.monotonic() >= deadline:
                 break
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.1)
         for message_id in left:
-            outcomes[message_id] = Outcome(
-                "pending", "left to the worker that owns its bucket (not delivered yet)"
-            )
+            outcomes[message_id] = pending(WAITED)
         return outcomes
 
     async def _setup(self, box: Box) -> None:

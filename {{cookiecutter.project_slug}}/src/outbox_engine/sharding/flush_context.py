@@ -7,14 +7,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+# The relay's one outcome type: `status` is delivered | failed | pending | discarded.
+from outbox_engine.relay.outcomes import Outcome
+
 if TYPE_CHECKING:
     from outbox_engine.config.registry import Box
 
-
-@dataclass(frozen=True)
-class Outcome:
-    status: str  # delivered | failed | pending | discarded
-    error: str | None = None
+__all__ = ["OutboxContext", "Outcome", "current", "current_context"]
 
 
 @dataclass

@@ -10,6 +10,10 @@ expects, which is the state it claimed:
   two owners that both fail an item count one attempt, and a stale failure never moves an
   item that another worker already delivered back to pending.
 
+* an inbox item handled: its row is locked first, in the handler's transaction, only while
+  still pending with the claim's attempt count (`InboxRecorder.lock`), and marked delivered
+  in that transaction only if still pending (`InboxRecorder.handled`).
+
 A change that finds another state is dropped and counted (`Recorded.fenced`), never applied.
 Items that fail for good in a strict box with `poisoned_head: park` are parked and an audit
 row says so, in the same transaction.
@@ -20,8 +24,12 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from outbox_engine.store.pgconn import asyncpg_sql
 from outbox_engine.store.status import ItemStatus
@@ -165,3 +173,30 @@ class Recorder:
                 timeout=STATEMENT_TIMEOUT,
             )
             recorded.fenced += len(discards) - _count(status)
+
+
+class InboxRecorder:
+    """The inbox's state changes inside the transaction its handlers write in."""
+
+    def __init__(self, table: str) -> None:
+        pending = int(ItemStatus.PENDING)
+        # Lock the claimed rows still pending. A row another worker holds (it is handling it
+        # now) is skipped, not waited for; a row no longer pending is not returned.
+        self._lock_sql = text(
+            f"SELECT id, errors_count FROM {table} WHERE id = ANY(CAST(:ids AS bigint[])) "
+            f"AND status = {pending} FOR UPDATE SKIP LOCKED"
+        )
+        self._handled_sql = text(
+            f"UPDATE {table} SET status = {int(ItemStatus.DELIVERED)}, processed_at = now(), "
+            f"next_attempt_at = NULL WHERE id = :id AND status = {pending}"
+        )
+
+    async def lock(self, session: AsyncSession, ids: Sequence[int]) -> dict[int, int]:
+        """Lock the rows of `ids` still pending and free: id -> errors_count of each. A row
+        missing, or with another attempt count than its claim's, is fenced by the caller."""
+        result = await session.execute(self._lock_sql, {"ids": ids})
+        return {row[0]: row[1] for row in result}
+
+    async def handled(self, session: AsyncSession, item_id: int) -> None:
+        """Mark a locked pending item delivered, in its handler's savepoint."""
+        await session.execute(self._handled_sql, {"id": item_id})

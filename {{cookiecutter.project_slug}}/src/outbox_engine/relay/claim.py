@@ -1,0 +1,98 @@
+"""The claim step: which pending items of the owned buckets this batch relays.
+
+`Claimer.claim` reads up to `batch_size` pending, due items of the owned buckets (store/
+items.py) on a kept driver connection, each bucket in id order. Starting every claim at the
+next bucket keeps a deep bucket from starving the ones after it; a per-bucket cap keeps one
+bucket from filling the batch. `Claimer.claim_ids` is the synchronous flush's claim of named
+items. Rows become `ItemRecord`s by a reader chosen once for the box's kind (an inbox row
+also carries its Kafka source), so no step after this one asks the box's kind.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+from uuid import UUID
+
+from outbox_engine.config.registry import Box
+from outbox_engine.creation.shards import OBJECT_HEADER
+from outbox_engine.store.items import ItemReads
+from outbox_engine.store.pgconn import DriverConnections
+from outbox_engine.transports.base import ItemRecord
+
+Claimed = list[tuple[ItemRecord, bytes]]
+
+
+class Claimer:
+    def __init__(self, box: Box, connections: DriverConnections) -> None:
+        self.box = box
+        self.connections = connections
+        inbox = box.kind == "inbox"
+        self.reads = ItemReads(
+            box.table_name,
+            inbox=inbox,
+            strict_order=box.config.strict_order,
+            object_header=OBJECT_HEADER,
+        )
+        self._limit = box.config.batch_size
+        self._rotation = 0
+        self._to_record: Callable[[Any], ItemRecord] = (
+            self._inbox_record if inbox else self._outbox_record
+        )
+
+    async def claim(self, buckets: Sequence[int], paused_keys: Collection[str] = ()) -> Claimed:
+        limit = self._limit
+        per_bucket = min(limit, max(8, math.ceil(limit / max(len(buckets), 1)) * 4))
+        # The nested loop stops at `limit`: start each claim at the next bucket, so that a
+        # deep bucket cannot starve the ones after it.
+        self._rotation = (self._rotation + 1) % max(len(buckets), 1)
+        order = [*buckets[self._rotation :], *buckets[: self._rotation]]
+        async with self.connections.acquire() as conn:
+            rows = await self.reads.claim(conn, order, per_bucket, limit, list(paused_keys))
+        # Each key's items in id order whatever plan the database chose.
+        rows.sort(key=_bucket_and_id)
+        to_record = self._to_record
+        return [(to_record(row), row[5]) for row in rows]
+
+    async def claim_ids(
+        self, message_ids: Sequence[UUID], paused_keys: Collection[str] = ()
+    ) -> Claimed:
+        async with self.connections.acquire() as conn:
+            rows = await self.reads.claim_ids(conn, list(message_ids), list(paused_keys))
+        to_record = self._to_record
+        return [(to_record(row), row[5]) for row in rows]
+
+    def _outbox_record(self, row: Any) -> ItemRecord:
+        """An ItemRecord of a claimed row (columns by position, see store/items.py)."""
+        return ItemRecord(
+            row[0], row[1], self.box.name, row[2], row[3], row[4], _headers(row[6]), row[7], row[8]
+        )
+
+    def _inbox_record(self, row: Any) -> ItemRecord:
+        return ItemRecord(
+            row[0],
+            row[1],
+            self.box.name,
+            row[2],
+            row[3],
+            row[4],
+            _headers(row[6]),
+            row[7],
+            row[8],
+            source_topic=row[9],
+            source_partition=row[10],
+            source_offset=row[11],
+        )
+
+
+def _bucket_and_id(row: Any) -> tuple[int, int]:
+    return row[4], row[0]
+
+
+def _headers(value: Any) -> dict[str, Any]:
+    # jsonb arrives decoded when SQLAlchemy's codec is set on the connection, text if not.
+    if isinstance(value, str):
+        value = json.loads(value)
+    return value or {}

@@ -1,0 +1,109 @@
+"""What of a claimed batch is not delivered at all, decided before delivery.
+
+* refused: an item past the hop limit, an inbox message the consumer rejected, an event no
+  transport is configured for: a permanent failure (dead, or parked in a strict box with
+  ``poisoned_head: park``) without an attempt;
+* superseded (``retry_strategies: [latest_available]``): a retried item after which a newer
+  item of its key and event was delivered is discarded: sending it would go back in time;
+* coalesced (items created with a coalescing key): an item after which a newer item of the
+  same object is pending or delivered is discarded: the newer one carries the latest state.
+
+Strict order, the third filter, runs at the database (the claim skips keys held behind an
+item in backoff or failed, see store/items.py) and in delivery (a key stops at its first
+undelivered item, see strategies/). Each look-up is one statement for the whole batch, and
+only when some item of the batch can be dropped by it.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from outbox_engine.config.registry import Box
+from outbox_engine.creation.shards import COALESCE_HEADER, OBJECT_HEADER
+from outbox_engine.relay.batch import Slot
+from outbox_engine.relay.outcomes import discarded, failed
+from outbox_engine.store.items import ItemReads
+
+SUPERSEDED = "latest_available: a newer item of this key and event was delivered"
+COALESCED = "coalesced: a newer item of the same object supersedes it"
+
+
+class Filters:
+    def __init__(
+        self, box: Box, reads: ItemReads, engine: AsyncEngine, rejected_header: str | None
+    ) -> None:
+        self.box = box
+        self.config = box.config
+        self.reads = reads
+        self.engine = engine
+        # The header an inbox's consumer marks a message it could not take with (None: an
+        # outbox, whose items carry no such mark).
+        self.rejected_header = rejected_header
+        self.latest_available = "latest_available" in self.config.retry_strategies
+
+    def refuse(self, slots: list[Slot]) -> list[Slot]:
+        """The slots that may go; the others get their permanent failure."""
+        live: list[Slot] = []
+        max_hops = self.config.max_hops
+        rejected = self.rejected_header
+        for slot in slots:
+            item = slot.item
+            if item.hop > max_hops:
+                reason = f"hop limit exceeded: hop {item.hop} > max_hops {max_hops}"
+            elif rejected is not None and rejected in item.headers:
+                reason = f"rejected by the consumer: {item.headers[rejected]}"
+            elif not self.box.transports_for(item.event_name):
+                reason = (
+                    f"no transport configured for event {item.event_name!r} in box {self.box.name}"
+                )
+            else:
+                live.append(slot)
+                continue
+            slot.outcome = failed(self.config, item.errors_count, reason, permanent=True)
+        return live
+
+    async def drop(self, live: list[Slot]) -> tuple[list[Slot], list[Slot]]:
+        """(kept, discarded): superseded and coalesced items get their DISCARDED outcome."""
+        dropped: list[Slot] = []
+        if self.latest_available:
+            live = await self._drop_superseded(live, dropped)
+        if any(s.item.headers.get(COALESCE_HEADER) for s in live):
+            live = await self._coalesce(live, dropped)
+        return live, dropped
+
+    async def _drop_superseded(self, slots: list[Slot], dropped: list[Slot]) -> list[Slot]:
+        retries = [s for s in slots if s.item.errors_count > 0]
+        if not retries:
+            return slots
+        superseded = await self.reads.superseded(
+            self.engine,
+            [s.item.id for s in retries],
+            [s.item.event_key for s in retries],
+            [s.item.event_name for s in retries],
+        )
+        return _split(slots, superseded, SUPERSEDED, dropped)
+
+    async def _coalesce(self, slots: list[Slot], dropped: list[Slot]) -> list[Slot]:
+        candidates = [s for s in slots if s.item.headers.get(COALESCE_HEADER)]
+        newer_exists = await self.reads.coalesced(
+            self.engine,
+            [s.item.id for s in candidates],
+            [s.item.event_key for s in candidates],
+            [s.item.event_name for s in candidates],
+            [str(s.item.headers.get(OBJECT_HEADER, "")) for s in candidates],
+        )
+        return _split(slots, newer_exists, COALESCED, dropped)
+
+
+def _split(slots: list[Slot], ids: set[int], reason: str, dropped: list[Slot]) -> list[Slot]:
+    if not ids:
+        return slots
+    outcome = discarded(reason)
+    kept: list[Slot] = []
+    for slot in slots:
+        if slot.item.id in ids:
+            slot.outcome = outcome
+            dropped.append(slot)
+        else:
+            kept.append(slot)
+    return kept

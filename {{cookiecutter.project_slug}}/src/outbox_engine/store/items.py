@@ -1,0 +1,164 @@
+"""What the relay reads of a box's items: the claim, the flush's claim by id and the
+filters' look-ups (superseded, coalesced). (The backlog depth the worker samples: depth.py.)
+
+Every statement is built once per box (the table name and the box's options are part of its
+text, so each stays one prepared statement on a kept connection) and run by a small typed
+method. State changes are not here: they name the state they expect and live in record.py.
+
+Claimed rows need no "processing" status: bucket ownership (ownership.py) makes a claim
+exclusive, and a crash between claim and record leaves the items pending for the next owner.
+Columns of a claimed row, by position (the relay reads them so, see relay/claim.py):
+id, uuid, event_name, event_key, bucket, payload, headers, errors_count, created_at, then
+for an inbox source_topic, source_partition, source_offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from outbox_engine.store.pgconn import asyncpg_sql
+from outbox_engine.store.status import ItemStatus
+
+# A claim that takes longer is abandoned (its connection dropped) and retried: a connection
+# whose server vanished without closing it must not hang a lane.
+STATEMENT_TIMEOUT = 60.0
+
+PENDING = int(ItemStatus.PENDING)
+FAILED = int(ItemStatus.FAILED)
+DELIVERED = int(ItemStatus.DELIVERED)
+
+
+class ItemReads:
+    """The read statements of one box's items."""
+
+    def __init__(self, table: str, *, inbox: bool, strict_order: bool, object_header: str) -> None:
+        columns = (
+            "t.id, t.uuid, t.event_name, t.event_key, t.bucket, t.payload, t.headers, "
+            "t.errors_count, t.created_at"
+        )
+        if inbox:
+            columns += ", t.source_topic, t.source_partition, t.source_offset"
+        # A strict box holds a key back behind an older item that is in backoff or failed for
+        # good: the claim skips those keys at the database (a probe of the small partial
+        # index of such rows, see models.BLOCKING_ROWS), so a key in backoff never fills a
+        # bucket's claim with items that cannot go and never starves the bucket's other keys.
+        blocked = (
+            f"""AND NOT EXISTS (SELECT 1 FROM {table} f WHERE f.event_key = t.event_key
+                AND f.id < t.id AND (f.status = {FAILED}
+                    OR (f.status = {PENDING} AND f.next_attempt_at IS NOT NULL
+                        AND f.next_attempt_at > now())))"""
+            if strict_order
+            else ""
+        )
+        self.claim_sql = asyncpg_sql(
+            f"""
+            SELECT i.* FROM unnest(CAST(:buckets AS integer[])) WITH ORDINALITY AS b(bucket, ord)
+            CROSS JOIN LATERAL (
+                SELECT {columns}
+                FROM {table} t
+                WHERE t.bucket >= b.bucket AND t.bucket <= b.bucket
+                  AND t.status = {PENDING}
+                  AND (t.next_attempt_at IS NULL OR t.next_attempt_at <= now()) {blocked}
+                  AND t.event_key <> ALL(CAST(:paused_keys AS text[]))
+                ORDER BY t.bucket, t.id
+                LIMIT :per_bucket
+            ) AS i
+            LIMIT :limit
+            """,
+            "buckets",
+            "per_bucket",
+            "limit",
+            "paused_keys",
+        )
+        # The synchronous flush delivers only an item that heads its key: no older item of
+        # its key pending (other than the flushed ones) or, in a strict box, failed. Pauses
+        # and bucket ownership are the flusher's to check.
+        older = f"p.status = {FAILED} OR " if strict_order else ""
+        self.claim_ids_sql = asyncpg_sql(
+            f"""
+            SELECT {columns}
+            FROM {table} t
+            WHERE t.uuid = ANY(CAST(:uuids AS uuid[])) AND t.status = {PENDING}
+              AND (t.next_attempt_at IS NULL OR t.next_attempt_at <= now())
+              AND t.event_key <> ALL(CAST(:paused_keys AS text[]))
+              AND NOT EXISTS (SELECT 1 FROM {table} p WHERE p.event_key = t.event_key
+                              AND p.id < t.id AND ({older}(p.status = {PENDING}
+                              AND p.uuid <> ALL(CAST(:uuids AS uuid[])))))
+            ORDER BY t.bucket, t.id
+            """,
+            "uuids",
+            "paused_keys",
+        )
+        # latest_available: a retried item is dropped when a newer item of its key and
+        # event was delivered.
+        self._superseded_sql = text(
+            f"""
+            SELECT r.id FROM unnest(CAST(:ids AS bigint[]), CAST(:keys AS text[]),
+                                    CAST(:names AS text[])) AS r(id, k, e)
+            WHERE EXISTS (SELECT 1 FROM {table} t WHERE t.event_key = r.k AND t.event_name = r.e
+                          AND t.id > r.id AND t.status = {DELIVERED})
+            """
+        )
+        # Coalescing: an item is dropped when a newer item of the same object (same shard
+        # key, category and object identifier) is pending or delivered.
+        self._coalesced_sql = text(
+            f"""
+            SELECT r.id FROM unnest(CAST(:ids AS bigint[]), CAST(:keys AS text[]),
+                                    CAST(:names AS text[]), CAST(:objects AS text[])) AS r(id, k, e, o)
+            WHERE EXISTS (SELECT 1 FROM {table} t WHERE t.event_key = r.k AND t.event_name = r.e
+                          AND t.id > r.id AND t.headers->>'{object_header}' = r.o
+                          AND t.status IN ({PENDING}, {DELIVERED}))
+            """
+        )
+
+    async def claim(
+        self, conn: Any, buckets: list[int], per_bucket: int, limit: int, paused_keys: list[str]
+    ) -> list[Any]:
+        """Up to `limit` pending, due items, at most `per_bucket` of each bucket in the
+        order given, each bucket in id order; `conn` is an asyncpg connection."""
+        rows: list[Any] = await conn.fetch(
+            self.claim_sql, buckets, per_bucket, limit, paused_keys, timeout=STATEMENT_TIMEOUT
+        )
+        return rows
+
+    async def claim_ids(self, conn: Any, uuids: list[UUID], paused_keys: list[str]) -> list[Any]:
+        """The items of `uuids` that are pending, due, unpaused and head their key."""
+        rows: list[Any] = await conn.fetch(
+            self.claim_ids_sql, uuids, paused_keys, timeout=STATEMENT_TIMEOUT
+        )
+        return rows
+
+    async def superseded(
+        self, engine: AsyncEngine, ids: Sequence[int], keys: Sequence[str], names: Sequence[str]
+    ) -> set[int]:
+        """Of these items, those a newer delivered item of the same key and event follows."""
+        async with engine.connect() as conn:
+            rows = await conn.execute(
+                self._superseded_sql, {"ids": ids, "keys": keys, "names": names}
+            )
+            found = {row[0] for row in rows}
+            await conn.rollback()
+        return found
+
+    async def coalesced(
+        self,
+        engine: AsyncEngine,
+        ids: Sequence[int],
+        keys: Sequence[str],
+        names: Sequence[str],
+        objects: Sequence[str],
+    ) -> set[int]:
+        """Of these items, those a newer pending or delivered item of the same object follows."""
+        async with engine.connect() as conn:
+            rows = await conn.execute(
+                self._coalesced_sql,
+                {"ids": ids, "keys": keys, "names": names, "objects": objects},
+            )
+            found = {row[0] for row in rows}
+            await conn.rollback()
+        return found
