@@ -1,8 +1,8 @@
 """`generate item` and `generate transport`: new boxes and transports that work unedited.
 
-The code comes from the scaffold templates in `src/<package>/scaffold/` (Jinja), the same
-files the project template rendered this project's first box modules, item classes and
-boxes from: one source. config/boxes.yaml is edited through a round-trip YAML parser
+The code comes from the scaffold templates in `src/<package>/scaffold/` (Jinja,
+`scaffold.py`), the same files the project template rendered this project's first transport
+modules, item classes and boxes from: one source. config/boxes.yaml is edited through a round-trip YAML parser
 (`boxes_edit.py`), which keeps its comments and layout.
 
 All files are computed and checked first and written last; nothing existing is ever
@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import yaml
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
@@ -25,65 +23,13 @@ from outbox_engine.config.boxes import ConfigError, parse_boxes
 
 from . import boxes_edit
 from .errors import OpsError
+from .scaffold import ProjectFiles, camel, item_class, item_transport, render
 
-PACKAGE = __name__.split(".")[0]
-DEFAULT_ROOT = Path(__file__).resolve().parents[3]
 NAME = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 MAX_NAME = 29  # keeps box names within 41 characters and index names within 63
 EVENT = re.compile(r"^[^\x00-\x1f]{1,255}$")
 REVISION = re.compile(r"^revision(?:\s*:[^=]*)?=\s*[\"']([^\"']+)[\"']", re.M)
 DOWN_REVISION = re.compile(r"^down_revision(?:\s*:[^=]*)?=\s*(.+)$", re.M)
-
-
-@dataclass(frozen=True)
-class ProjectFiles:
-    root: Path
-    package: str = PACKAGE
-
-    @classmethod
-    def find(cls, root: str | Path | None = None) -> ProjectFiles:
-        project = cls(Path(root).resolve() if root else DEFAULT_ROOT)
-        missing = [
-            str(p.relative_to(project.root))
-            for p in (
-                project.items,
-                project.boxes,
-                project.versions,
-                project.transports,
-                project.scaffold,
-            )
-            if not p.exists()
-        ]
-        if missing:
-            raise OpsError(
-                f"{project.root} is not this service's source tree (missing {', '.join(missing)});"
-                " run generate from a source checkout (editable install) or pass --root"
-            )
-        return project
-
-    @property
-    def package_dir(self) -> Path:
-        return self.root / "src" / self.package
-
-    @property
-    def items(self) -> Path:
-        return self.package_dir / "items.py"
-
-    @property
-    def transports(self) -> Path:
-        return self.package_dir / "transports"
-
-    @property
-    def scaffold(self) -> Path:
-        return self.package_dir / "scaffold"
-
-    @property
-    def boxes(self) -> Path:
-        return self.root / "config" / "boxes.yaml"
-
-    @property
-    def versions(self) -> Path:
-        return self.root / "migrations" / "versions"
 
 
 def _name(value: str, what: str) -> str:
@@ -93,25 +39,6 @@ def _name(value: str, what: str) -> str:
             f"start with a letter, at most {MAX_NAME} characters"
         )
     return value
-
-
-def camel(name: str) -> str:
-    """The class-name form of a snake_case name, as the project template writes it."""
-    return name.title().replace("_", "")
-
-
-def render(scaffold: Path, template: str, **values: object) -> str:
-    """One scaffold template rendered with `values` (every variable it uses must be given)."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(scaffold),
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,  # Python and YAML source, not HTML
-    )
-    try:
-        return env.get_template(template).render(**values)
-    except jinja2.TemplateError as exc:
-        raise OpsError(f"{scaffold / template}: {exc}") from None
 
 
 def _boxes(project: ProjectFiles) -> dict[str, Any]:
@@ -223,29 +150,6 @@ def _import_names(source: str, names: tuple[str, ...]) -> str:
     return "".join(lines)
 
 
-def item_transport(project: ProjectFiles, name: str, kind: str) -> tuple[str, str]:
-    """The class name and the module of a new box's transport: the scaffold the template
-    rendered this project's first transport modules from, with the same variables."""
-    if kind == "outbox":
-        cls = f"{camel(name)}EventsKafkaTransport"
-        return cls, render(project.scaffold, "outbox_transport.py.j2", name=name, cls=cls)
-    cls = f"{camel(name)}LogHandler"
-    title = f"Handlers of the {name} inbox box"
-    return cls, render(project.scaffold, "inbox_handler.py.j2", title=title, cls=cls)
-
-
-def item_class(project: ProjectFiles, name: str, kind: str) -> str:
-    """The item class of a new box, as the template's items.py holds the first ones."""
-    return render(
-        project.scaffold,
-        "item_class.py.j2",
-        cls=f"{camel(name)}{kind.capitalize()}Item",
-        mixin="OutboxItemMixin" if kind == "outbox" else "InboxItemMixin",
-        table=f"{name}_{kind}_items",
-        event_types="",
-    )
-
-
 def generate_item(project: ProjectFiles, name: str, kind: str) -> list[Path]:
     """Model, migration, box configuration and a working transport for a new box."""
     _name(name, "item name")
@@ -349,3 +253,13 @@ def generate_transport(
             cls=cls,
         )
     return _commit({project.transports / f"{name}.py": source}, {project.boxes: boxes_text})
+
+
+__all__ = [
+    "OpsError",
+    "ProjectFiles",
+    "generate_item",
+    "generate_transport",
+    "item_class",
+    "item_transport",
+]
