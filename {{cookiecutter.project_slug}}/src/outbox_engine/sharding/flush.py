@@ -40,7 +40,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from outbox_engine.config.registry import Box, BoxRegistry
@@ -48,6 +47,7 @@ from outbox_engine.middleware import Middlewares
 from outbox_engine.relay.outcomes import Outcome, from_row, pending
 from outbox_engine.relay.processor import BoxProcessor
 from outbox_engine.sharding.flush_context import OutboxContext, current
+from outbox_engine.store.items import buckets_of, states_of
 from outbox_engine.store.ownership import NOTIFY_REBALANCE
 from outbox_engine.store.pauses import PauseReader
 from outbox_engine.transports.resources import Resources
@@ -109,12 +109,7 @@ class Flusher:
         ns = box.lock_namespace
         async with self._resources.engine.connect() as conn:
             driver: Any = (await conn.get_raw_connection()).driver_connection
-            buckets = dict(
-                await driver.fetch(
-                    f"SELECT uuid, bucket FROM {box.table_name} WHERE uuid = ANY($1::uuid[])",
-                    ids,
-                )
-            )
+            buckets = await buckets_of(driver, box.table_name, ids)
             mine: set[int] = set()
             try:
                 for bucket in sorted(set(buckets.values()) - paused_buckets):
@@ -166,16 +161,11 @@ class Flusher:
         """The bucket's owner delivers: wait until each item's status changes (or it failed
         an attempt), at most the box's transport timeout."""
         deadline = time.monotonic() + min(box.config.transport_timeout_seconds, MAX_WAIT_SECONDS)
-        query = text(
-            f"SELECT uuid, status, errors_count, last_error FROM {box.table_name} "
-            "WHERE uuid = ANY(:ids)"
-        )
         outcomes: dict[UUID, Outcome] = {}
         delay = 0.002
         left = list(ids)
         while True:
-            async with self._resources.engine.connect() as conn:
-                rows = (await conn.execute(query, {"ids": left})).all()
+            rows = await states_of(self._resources.engine, box.table_name, left)
             for message_id, status, errors, error in rows:
                 outcome = from_row(status, errors, error)
                 if outcome is not None:

@@ -1,5 +1,6 @@
-"""What the relay reads of a box's items: the claim, the flush's claim by id and the
-filters' look-ups (superseded, coalesced). (The backlog depth the worker samples: depth.py.)
+"""What the relay reads of a box's items: the claim, the flush's claim by id, the filters'
+look-ups (superseded, coalesced) and the flush's read-backs (buckets, states). (The backlog
+depth the worker samples: depth.py.)
 
 Every statement is built once per box (the table name and the box's options are part of its
 text, so each stays one prepared statement on a kept connection) and run by a small typed
@@ -162,3 +163,23 @@ class ItemReads:
             found = {row[0] for row in rows}
             await conn.rollback()
         return found
+
+
+async def buckets_of(conn: Any, table: str, uuids: list[UUID]) -> dict[UUID, int]:
+    """The bucket of each of these items (the synchronous flush locks them); `conn` is an
+    asyncpg connection."""
+    rows = await conn.fetch(f"SELECT uuid, bucket FROM {table} WHERE uuid = ANY($1::uuid[])", uuids)
+    return {row[0]: row[1] for row in rows}
+
+
+async def states_of(
+    engine: AsyncEngine, table: str, uuids: list[UUID]
+) -> list[tuple[UUID, int, int, str | None]]:
+    """(uuid, status, errors_count, last_error) of each of these items: what a flush that
+    waits for the bucket's owner reads back."""
+    query = text(
+        f"SELECT uuid, status, errors_count, last_error FROM {table} WHERE uuid = ANY(:ids)"
+    )
+    async with engine.connect() as conn:
+        rows = (await conn.execute(query, {"ids": uuids})).all()
+    return [(row[0], row[1], row[2], row[3]) for row in rows]
