@@ -22,7 +22,6 @@ the user's line.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import shutil
@@ -44,7 +43,14 @@ from conftest import (
     uv_binary,
     write_cookiecutter_config,
 )
-from upgrade_edits import Edit, PlacedEdit, apply_edit, place_edit
+from upgrade_edits import (
+    NOTE,
+    PlacedEdit,
+    apply_edit,
+    line_the_update_changes,
+    place_edit,
+    user_edits,
+)
 from upgrade_support import (
     Tree,
     answers_of,
@@ -68,9 +74,6 @@ pytestmark = pytest.mark.bake
 # The commit every case starts from (2026-11-22: the full benchmark run on the engine of the
 # day). Fixed, so that every later change of the template is part of the update tested.
 BASE = "c25bd42e698a92663e04ef9892af53c620dd9e92"
-# A line of a YAML mapping: the user's comment goes above it, with its indentation.
-YAML_KEY = re.compile(r"^\s*[a-z_]+:")
-NOTE = "reviewed with the payments team, see docs/our-runbook.md"
 USER_FILE = "docs/our-runbook.md"
 
 
@@ -90,30 +93,6 @@ CASES = (
     Case("no-example-linked", "hash-no-example", linked=True, check=True),
 )
 INSTALLED = "no-otel-gitlab-edited"
-
-
-def note_above(line: str) -> list[str]:
-    """The user's comment line, indented like `line`, then `line`."""
-    return [f"{line[: len(line) - len(line.lstrip())]}# Ours: {NOTE}\n", line]
-
-
-def user_edits(answers: dict[str, Any]) -> list[Edit]:
-    """The user notes something above a key of config/boxes.yaml and above a class, function
-    or method of their outbox transport module (comments: the unit tests, which read the
-    boxes file, keep their expectations)."""
-    package, item = answers["package_name"], answers["outbox_item"]
-    return [
-        Edit(
-            "config/boxes.yaml",
-            lambda line: YAML_KEY.match(line) is not None,
-            note_above,
-        ),
-        Edit(
-            f"src/{package}/transports/{item}_outbox_item.py",
-            lambda line: line.lstrip().startswith(("class ", "def ", "async def ", "@")),
-            note_above,
-        ),
-    ]
 
 
 @dataclass(frozen=True)
@@ -318,14 +297,8 @@ def test_an_edit_the_template_also_changed_is_reported_not_lost(upgrades: Upgrad
     workdir.mkdir()
     project = upgrades.baked_at_base(Case("conflict", "default"), workdir)
     fresh = upgrades.get(CASES[0]).fresh  # the default answers at HEAD, as baked
-    old, new = snapshot(project), snapshot(fresh)
-    changed = sorted(path for path in old.keys() & new.keys() if old[path][1] != new[path][1])
-    assert changed, f"no file changed between {BASE[:7]} and HEAD"
-    path = "pyproject.toml" if "pyproject.toml" in changed else changed[0]
+    path, line = line_the_update_changes(snapshot(project), snapshot(fresh), "pyproject.toml")
     before = (project / path).read_text().splitlines(keepends=True)
-    after = (fresh / path).read_text().splitlines(keepends=True)
-    opcodes = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
-    line = next(i1 for tag, i1, _, _, _ in opcodes if tag in ("replace", "delete"))
     ours = before[line].rstrip("\n") + "  # ours\n"
     before[line] = ours
     (project / path).write_text("".join(before))
