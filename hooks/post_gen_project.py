@@ -23,9 +23,7 @@ REMOVE_WHEN: dict[tuple[str, object], tuple[str, ...]] = {
         "docs/example-domain.md",
     ),
     ("opentelemetry", False): (
-        "src/{package_name}/telemetry.py",
-        "src/{package_name}/telemetry_clients.py",
-        "src/{package_name}/telemetry_logs.py",
+        "src/{package_name}/telemetry",
         "tests/integration/test_tracing.py",
         "tests/integration/test_otlp_logs.py",
         "tests/unit/test_dashboards.py",

@@ -137,7 +137,7 @@ def test_main_accepts_defaults_silently(
 # post_gen_project.paths_to_remove / remove_paths
 
 DOMAIN = ("src/{p}/domain", "src/{p}/api/orders.py", "tests/integration/test_orders.py")
-TELEMETRY = ("src/{p}/telemetry.py", "tests/integration/test_tracing.py")
+TELEMETRY = ("src/{p}/telemetry", "tests/integration/test_tracing.py")
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ def create_engine(database_url: str, pool_size: int = 10) -> AsyncEngine:
         pool_recycle=1800,
     )
 {%- if cookiecutter.opentelemetry %}
-    from .telemetry_clients import trace_statements
+    from .telemetry.clients import trace_statements
 
     trace_statements(engine)
 {%- endif %}

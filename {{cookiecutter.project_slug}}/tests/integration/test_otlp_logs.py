@@ -25,7 +25,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.sdk.resources import Resource
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.telemetry_logs import export_logs
+from {{ cookiecutter.package_name }}.telemetry.logs import export_logs
 
 # What the service process logs, then prints: the ids of the span it logged inside.
 SERVICE = """

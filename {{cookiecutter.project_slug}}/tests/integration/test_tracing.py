@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from {{ cookiecutter.package_name }}.container import Container
 from {{ cookiecutter.package_name }}.telemetry import render_metrics
-from {{ cookiecutter.package_name }}.telemetry_clients import DB_INSTRUMENTATION
+from {{ cookiecutter.package_name }}.telemetry.clients import DB_INSTRUMENTATION
 from outbox_engine.store.status import ItemStatus
 from outbox_engine.transports.base import InboxHandler, ItemRecord
 from outbox_engine.transports.builtin import HttpWebhookTransport

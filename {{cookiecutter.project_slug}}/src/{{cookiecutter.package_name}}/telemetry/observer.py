@@ -1,58 +1,25 @@
-"""OpenTelemetry for the service: traces, metrics and log correlation.
-
-- Traces follow each message end to end. The HTTP request (FastAPI instrumentation) is the
-  parent of the `create` span, whose context is stored in the item's headers; the worker's
-  `process` span continues it, the Kafka `publish` span (ended by the delivery report)
-  carries it in Kafka headers, the consumer's `receive` span continues it into the inbox
-  item, and the handler's `process` span is the parent of anything the handler creates.
-- Metrics use the OpenTelemetry API and are served in Prometheus format (`/metrics` on the
-  api, and on the probe port of worker and consumer); with OTEL_EXPORTER_OTLP_ENDPOINT set
-  they are pushed over OTLP too.
-- Client spans: one per SQL statement inside a trace, one per httpx request
-  (`telemetry_clients`).
-- Log records get `trace_id` and `span_id` when a span is current; with an OTLP endpoint
-  they are exported over OTLP too (`telemetry_logs`).
-
-Configuration is the standard OTEL_* environment (OTEL_SDK_DISABLED, OTEL_SERVICE_NAME,
-OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_SAMPLER, ...).
-"""
+"""The `Observer` that turns the engine's reports into spans and metrics (counters, latency
+and size histograms, depth and consumer-lag gauges)."""
 
 from __future__ import annotations
 
 import contextlib
-import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from types import TracebackType
 from typing import Any
-from uuid import UUID
 
-from fastapi import FastAPI, Response
 from opentelemetry import context as otel_context
-from opentelemetry import metrics, propagate, trace
-from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+from opentelemetry import metrics, propagate
 from opentelemetry.metrics import CallbackOptions, Observation
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from opentelemetry.trace import SpanKind
 
 from outbox_engine.config.registry import Box
-from outbox_engine.middleware import CreateCall, CreateNext, Middlewares
 from outbox_engine.observability.observer import Observer, ProcessScope, PublishSpan
-from outbox_engine.relay.failures import failure_text
 from outbox_engine.transports.base import ItemRecord
 
-from .settings import Settings
-from .telemetry_clients import instrument_clients
-from .telemetry_logs import install_log_export
+from .spans import INSTRUMENTATION, Publish, Scope, inject, tracer
 
-log = logging.getLogger(__name__)
 # Seconds: from a millisecond relay to a five-minute backlog.
 LATENCY_BUCKETS = (
     0.001,
@@ -73,159 +40,6 @@ LATENCY_BUCKETS = (
     300,
 )
 SIZE_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
-INSTRUMENTATION = "outbox_engine"
-_configured = False
-
-
-def configure(settings: Settings) -> None:
-    """Install tracer and meter providers once per process."""
-    global _configured
-    if _configured:
-        return
-    _configured = True
-    if settings.otel_sdk_disabled:
-        return
-    resource = Resource.create({SERVICE_NAME: settings.otel_service_name or settings.service_name})
-    tracer_provider = TracerProvider(resource=resource)
-    readers: list[MetricReader] = []
-    from opentelemetry.exporter.prometheus import PrometheusMetricReader
-
-    readers.append(PrometheusMetricReader())
-    endpoint = settings.otel_exporter_otlp_endpoint
-    if endpoint:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        if settings.otel_traces_exporter == "otlp":
-            spans = OTLPSpanExporter(endpoint=_signal_endpoint(endpoint, "traces"))
-            tracer_provider.add_span_processor(BatchSpanProcessor(spans))
-        metric_exporter = OTLPMetricExporter(endpoint=_signal_endpoint(endpoint, "metrics"))
-        readers.append(PeriodicExportingMetricReader(metric_exporter))
-        log.info("telemetry: exporting to %s", endpoint)
-    trace.set_tracer_provider(tracer_provider)
-    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(TraceContextFilter())
-    instrument_clients(tracer_provider)
-    install_log_export(settings, resource)
-
-
-def _signal_endpoint(endpoint: str, signal: str) -> str:
-    """OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT if set, else the endpoint's /v1/<signal> (the
-    endpoint comes from the settings, which may read it from a file the exporter does not
-    see, so it is passed explicitly)."""
-    specific = os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
-    return specific or f"{endpoint.rstrip('/')}/v1/{signal}"
-
-
-class TraceContextFilter(logging.Filter):
-    """Adds the current trace and span ids to every log record."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        context = trace.get_current_span().get_span_context()
-        if context.is_valid:
-            record.trace_id = format(context.trace_id, "032x")
-            record.span_id = format(context.span_id, "016x")
-        return True
-
-
-def render_metrics() -> bytes:
-    return generate_latest()
-
-
-def instrument_app(app: FastAPI, settings: Settings) -> None:
-    configure(settings)
-    FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics")
-
-    @app.get("/metrics", include_in_schema=False)
-    async def prometheus_metrics() -> Response:
-        return Response(render_metrics(), media_type=CONTENT_TYPE_LATEST)
-
-
-_tracers: dict[int, trace.Tracer] = {}
-
-
-def _tracer() -> trace.Tracer:
-    """The engine's tracer, looked up once per tracer provider (the lookup is not cheap)."""
-    provider = trace.get_tracer_provider()
-    tracer = _tracers.get(id(provider))
-    if tracer is None:
-        tracer = _tracers[id(provider)] = trace.get_tracer(INSTRUMENTATION)
-    return tracer
-
-
-def _inject(span: Span) -> dict[str, str]:
-    carrier: dict[str, str] = {}
-    propagate.inject(carrier, context=trace.set_span_in_context(span))
-    return carrier
-
-
-def _finish(span: Span, error: BaseException | None) -> None:
-    if error is not None:
-        # Not span.record_exception: its message and stack trace carry str(error), which for
-        # a database error holds the statement's parameters (payload values). The same text
-        # as last_error instead (outbox_engine/relay/failures.py).
-        text = failure_text(error)
-        span.add_event(
-            "exception",
-            {"exception.type": type(error).__qualname__, "exception.message": text},
-        )
-        span.set_status(Status(StatusCode.ERROR, text[:200]))
-    span.end()
-
-
-class TracingCreateMiddleware:
-    """A span per create/create_batch; its context travels in the items' headers."""
-
-    async def __call__(self, call: CreateCall, call_next: CreateNext) -> list[UUID]:
-        attributes: dict[str, str | int] = {
-            "messaging.system": "outbox",
-            "messaging.operation.type": "create",
-            "messaging.destination.name": call.box.name,
-            "messaging.batch.message_count": len(call.items),
-        }
-        with _tracer().start_as_current_span(
-            f"{call.box.name} create", kind=SpanKind.PRODUCER, attributes=attributes
-        ) as span:
-            carrier = _inject(span)
-            for item in call.items:
-                item.headers.update(carrier)
-            return await call_next(call)
-
-
-class _Scope(ProcessScope):
-    def __init__(self, span: Span) -> None:
-        self.span = span
-        self.headers = _inject(span)
-        self._token: object | None = None
-
-    def __enter__(self) -> _Scope:
-        self._token = otel_context.attach(trace.set_span_in_context(self.span))
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._token is not None:
-            otel_context.detach(self._token)  # type: ignore[arg-type]
-            self._token = None
-
-    def end(self, error: BaseException | None = None) -> None:
-        _finish(self.span, error)
-
-
-class _Publish(PublishSpan):
-    def __init__(self, span: Span) -> None:
-        self.span = span
-
-    def headers(self) -> dict[str, str]:
-        return _inject(self.span)
-
-    def end(self, error: BaseException | None = None) -> None:
-        _finish(self.span, error)
 
 
 class _GaugeState:
@@ -347,7 +161,7 @@ class OtelObserver(Observer):
 
     def processing(self, box: Box, item: ItemRecord) -> ProcessScope:
         parent = propagate.extract(item.headers)
-        span = _tracer().start_span(
+        span = tracer().start_span(
             f"{box.name} process",
             context=parent,
             kind=SpanKind.CONSUMER,
@@ -362,7 +176,7 @@ class OtelObserver(Observer):
                 "outbox.attempt": item.errors_count + 1,
             },
         )
-        return _Scope(span)
+        return Scope(span)
 
     def outcomes(self, box: Box, results: Sequence[tuple[ItemRecord, str]], seconds: float) -> None:
         # Counted per (outcome, event) first: one counter update per kind, not per item.
@@ -388,7 +202,7 @@ class OtelObserver(Observer):
         self.batch_seconds.record(seconds, box_attributes)
 
     def publishing(self, item: ItemRecord, destination: str) -> PublishSpan:
-        span = _tracer().start_span(
+        span = tracer().start_span(
             f"{destination} publish",
             context=propagate.extract(item.headers),
             kind=SpanKind.PRODUCER,
@@ -401,7 +215,7 @@ class OtelObserver(Observer):
                 "outbox.item.id": item.id,
             },
         )
-        return _Publish(span)
+        return Publish(span)
 
     @contextlib.contextmanager
     def continuing(self, headers: Mapping[str, Any]) -> Iterator[None]:
@@ -415,7 +229,7 @@ class OtelObserver(Observer):
     def received(
         self, box: Box, topic: str, partition: int, offset: int, headers: Mapping[str, str]
     ) -> dict[str, str]:
-        span = _tracer().start_span(
+        span = tracer().start_span(
             f"{topic} receive",
             context=propagate.extract(headers),
             kind=SpanKind.CONSUMER,
@@ -429,7 +243,7 @@ class OtelObserver(Observer):
                 "outbox.box": box.name,
             },
         )
-        carrier = _inject(span)
+        carrier = inject(span)
         span.end()
         return carrier
 
@@ -448,12 +262,3 @@ class OtelObserver(Observer):
 
     def depth(self, box: Box, pending: int, oldest_age_seconds: float, deepest_bucket: int) -> None:
         self._depth[box.name] = (pending, oldest_age_seconds, deepest_bucket)
-
-
-def install(middlewares: Middlewares, settings: Settings) -> Observer:
-    """Wire telemetry into the engine; returns the observer (a no-op one when disabled)."""
-    configure(settings)
-    if settings.otel_sdk_disabled:
-        return Observer()
-    middlewares.create.append(TracingCreateMiddleware())
-    return OtelObserver()

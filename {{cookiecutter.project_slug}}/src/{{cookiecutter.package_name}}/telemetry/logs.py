@@ -24,7 +24,7 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 
-from .settings import Settings
+from ..settings import Settings
 
 # Loggers whose records stay local: the exporters' and their HTTP client's.
 NOT_EXPORTED = ("opentelemetry", "urllib3", "requests")
