@@ -21,13 +21,13 @@ import asyncpg
 from common import (
     ORDERS_DDL,
     chunks,
-    common_args,
     create_cost_rounds,
     dsn,
     key_of,
     paced_load,
     payload,
     producer_config,
+    run_driver,
     stop_event,
 )
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -267,21 +267,16 @@ async def create_cost(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument(
-        "command", choices=["schema", "fill", "load", "relay", "inbox", "create-cost"]
+    run_driver(
+        {
+            "schema": schema,
+            "fill": fill,
+            "load": load,
+            "relay": relay,
+            "inbox": inbox,
+            "create-cost": create_cost,
+        }
     )
-    common_args(parser)
-    args = parser.parse_args()
-    run = {
-        "schema": schema,
-        "fill": fill,
-        "load": load,
-        "relay": relay,
-        "inbox": inbox,
-        "create-cost": create_cost,
-    }[args.command]
-    asyncio.run(run(args))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 
 EVENT_NAME = "bench_event"
@@ -53,6 +53,24 @@ def common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", default="")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
+
+
+Command = Callable[[argparse.Namespace], Awaitable[None]]
+
+
+def run_driver(
+    commands: Mapping[str, Command],
+    extra_args: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> None:
+    """A driver's entry point: parse `<command> [options]` (the common options, and the
+    driver's own from `extra_args`) and run that command."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("command", choices=list(commands))
+    if extra_args is not None:
+        extra_args(parser)
+    common_args(parser)
+    args = parser.parse_args()
+    asyncio.run(commands[args.command](args))
 
 
 async def paced_load(args: argparse.Namespace, commit: Callable[[range], Awaitable[None]]) -> None:

@@ -11,7 +11,6 @@ idempotence on, linger 1 ms.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 from typing import Any
@@ -20,10 +19,10 @@ from common import (
     ORDERS_DDL,
     body,
     chunks,
-    common_args,
     create_cost_rounds,
     key_of,
     paced_load,
+    run_driver,
     sqlalchemy_url,
     stop_event,
 )
@@ -137,18 +136,15 @@ async def create_cost(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["schema", "fill", "load", "relay", "create-cost"])
-    common_args(parser)
-    args = parser.parse_args()
-    run = {
-        "schema": schema,
-        "fill": fill,
-        "load": load,
-        "relay": relay,
-        "create-cost": create_cost,
-    }[args.command]
-    asyncio.run(run(args))
+    run_driver(
+        {
+            "schema": schema,
+            "fill": fill,
+            "load": load,
+            "relay": relay,
+            "create-cost": create_cost,
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -23,10 +23,10 @@ from common import (
     ORDERS_DDL,
     body,
     chunks,
-    common_args,
     create_cost_rounds,
     key_of,
     paced_load,
+    run_driver,
     sqlalchemy_url,
     stop_event,
 )
@@ -199,18 +199,15 @@ def main() -> None:
     # created event): warnings only, as for every system here.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     logging.basicConfig(level=logging.WARNING)
-    parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["schema", "fill", "load", "relay", "create-cost"])
-    common_args(parser)
-    args = parser.parse_args()
-    run = {
-        "schema": schema,
-        "fill": fill,
-        "load": load,
-        "relay": relay,
-        "create-cost": create_cost,
-    }[args.command]
-    asyncio.run(run(args))
+    run_driver(
+        {
+            "schema": schema,
+            "fill": fill,
+            "load": load,
+            "relay": relay,
+            "create-cost": create_cost,
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -7,18 +7,17 @@ The relay and the inbox consumer are the project's own console script (`<slug> w
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import Any
 
 from common import (
     EVENT_NAME,
     ORDERS_DDL,
     chunks,
-    common_args,
     create_cost_rounds,
     key_of,
     paced_load,
     payload,
+    run_driver,
 )
 from sqlalchemy import text
 
@@ -107,14 +106,12 @@ async def create_cost(args: argparse.Namespace) -> None:
     await container.engine().dispose()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["fill", "load", "create-cost"])
+def _box_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--box", default="order_outbox_item")
-    common_args(parser)
-    args = parser.parse_args()
-    run = {"fill": fill, "load": load, "create-cost": create_cost}[args.command]
-    asyncio.run(run(args))
+
+
+def main() -> None:
+    run_driver({"fill": fill, "load": load, "create-cost": create_cost}, _box_arg)
 
 
 if __name__ == "__main__":
