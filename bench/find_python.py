@@ -1,6 +1,6 @@
 """Print an absolute path to a working Python X.Y (stdlib only; run by run.sh).
 
-Looks where the template tests look (tests/conftest.py): TEMPLATE_PYTHON_X_Y, pythonX.Y on
+The template tests use it too (tests/conftest.py). Looks at: TEMPLATE_PYTHON_X_Y, pythonX.Y on
 PATH, pyenv versions, /usr/bin and /usr/local/bin, then uv-managed interpreters (uv path as
 the second argument). pyenv shims resolve per directory, so each candidate is asked for
 its real `sys.executable`.
@@ -9,6 +9,7 @@ its real `sys.executable`.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,7 +40,13 @@ def probe(candidate: str, version: str) -> str | None:
     return lines[1]
 
 
+def _version_key(path: str) -> tuple[int, ...]:
+    match = re.search(r"/versions/(\d+(?:\.\d+)*)", path)
+    return tuple(int(part) for part in match.group(1).split(".")) if match else ()
+
+
 def candidates(version: str, uv: str | None) -> list[str]:
+    """Where Python `version` may be, most specific first (uv-managed ones last)."""
     found: list[str] = []
     override = os.environ.get(f"TEMPLATE_PYTHON_{version.replace('.', '_')}")
     if override:
@@ -48,7 +55,11 @@ def candidates(version: str, uv: str | None) -> list[str]:
     if on_path:
         found.append(on_path)
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    found += sorted((str(p) for p in pyenv.glob(f"{version}*/bin/python{version}")), reverse=True)
+    found += sorted(
+        (str(p) for p in pyenv.glob(f"{version}*/bin/python{version}")),
+        key=_version_key,
+        reverse=True,
+    )
     found += [f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"]
     if uv:
         env = {**os.environ, "UV_PYTHON_PREFERENCE": "only-managed", "UV_PYTHON_DOWNLOADS": "never"}
@@ -60,14 +71,21 @@ def candidates(version: str, uv: str | None) -> list[str]:
     return found
 
 
-def main() -> int:
-    version = sys.argv[1]
-    uv = sys.argv[2] if len(sys.argv) > 2 else None
+def find(version: str, uv: str | None) -> str | None:
+    """The real interpreter of the first candidate that runs and is Python `version`."""
     for candidate in candidates(version, uv):
         real = probe(candidate, version)
         if real:
-            print(real)
-            return 0
+            return real
+    return None
+
+
+def main() -> int:
+    version = sys.argv[1]
+    real = find(version, sys.argv[2] if len(sys.argv) > 2 else None)
+    if real:
+        print(real)
+        return 0
     print(
         f"Python {version} not found; set TEMPLATE_PYTHON_{version.replace('.', '_')}",
         file=sys.stderr,

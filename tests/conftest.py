@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -135,77 +134,32 @@ def bake(answers: Mapping[str, Any], output_dir: Path, config_file: Path) -> Pat
 # Interpreters.
 
 
-def _version_key(path: str) -> tuple[int, ...]:
-    match = re.search(r"/versions/(\d+(?:\.\d+)*)", path)
-    return tuple(int(part) for part in match.group(1).split(".")) if match else ()
+def _load_finder() -> ModuleType:
+    """bench/find_python.py (stdlib only): the one place that knows where interpreters are."""
+    spec = importlib.util.spec_from_file_location(
+        "find_python", REPO_ROOT / "bench" / "find_python.py"
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError("bench/find_python.py cannot be loaded")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _probe(candidate: str, version: str) -> Path | None:
-    """The real interpreter behind `candidate` if it runs and is Python `version`."""
-    try:
-        result = subprocess.run(
-            [
-                candidate,
-                "-c",
-                "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.executable)",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            cwd=REPO_ROOT,  # no .python-version here: a pyenv shim uses its global choice
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = result.stdout.split()
-    if result.returncode != 0 or len(lines) != 2 or lines[0] != version:
-        return None
-    return Path(lines[1])
-
-
-def _uv_managed_python(version: str) -> str | None:
-    uv = uv_binary()
-    if uv is None:
-        return None
-    env = {**os.environ, "UV_PYTHON_PREFERENCE": "only-managed", "UV_PYTHON_DOWNLOADS": "never"}
-    try:
-        result = subprocess.run(
-            [str(uv), "python", "find", version],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env=env,
-            cwd=REPO_ROOT,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    found = result.stdout.strip()
-    return found if result.returncode == 0 and found else None
+FINDER = _load_finder()
 
 
 def python_candidates(version: str) -> list[str]:
     """Where Python `version` may be, most specific first."""
-    candidates: list[str] = []
-    override = os.environ.get(f"TEMPLATE_PYTHON_{version.replace('.', '_')}")
-    if override:
-        candidates.append(override)
-    on_path = shutil.which(f"python{version}")
-    if on_path:
-        candidates.append(on_path)
-    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    found = [str(p) for p in (pyenv_root / "versions").glob(f"{version}*/bin/python{version}")]
-    candidates.extend(sorted(found, key=_version_key, reverse=True))
-    candidates += [f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"]
-    return candidates
+    found: list[str] = FINDER.candidates(version, None)
+    return found
 
 
 def find_python(version: str) -> Path | None:
     """An absolute path to a working Python `version` (e.g. "3.12"), or None."""
-    for candidate in python_candidates(version):
-        found = _probe(candidate, version)
-        if found:
-            return found
-    managed = _uv_managed_python(version)
-    return _probe(managed, version) if managed else None
+    uv = uv_binary()
+    found: str | None = FINDER.find(version, str(uv) if uv else None)
+    return Path(found) if found else None
 
 
 def require_python(version: str) -> Path:
