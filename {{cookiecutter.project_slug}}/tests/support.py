@@ -32,6 +32,8 @@ from outbox_engine.config.boxes import parse_boxes
 from outbox_engine.config.registry import BoxRegistry
 from outbox_engine.creation.items import Outbox
 from outbox_engine.middleware import Middlewares
+from outbox_engine.relay.app import build_worker
+from outbox_engine.relay.options import WorkerOptions
 from outbox_engine.relay.worker import Worker
 from outbox_engine.store.audit import audit_table
 from outbox_engine.store.pauses import pauses_table
@@ -246,15 +248,14 @@ async def running_worker(
     middlewares: Middlewares | None = None,
     rebalance_interval: float = 0.2,
 ) -> AsyncIterator[Worker]:
-    worker = Worker(
-        registry,
-        container.resources(),
-        container.settings().asyncpg_dsn,
-        box_names=boxes,
+    options = WorkerOptions(
+        boxes=tuple(boxes or ()),
         concurrency=concurrency,
-        middlewares=middlewares,
         rebalance_interval=rebalance_interval,
         shutdown_timeout=10.0,
+    )
+    worker = build_worker(
+        registry, container.resources(), container.settings().asyncpg_dsn, options, middlewares
     )
     task = asyncio.create_task(worker.run())
     try:

@@ -37,7 +37,8 @@ from outbox_engine.config.registry import Box, BoxRegistry
 from outbox_engine.contracts.events import decode_event, encode_event
 from outbox_engine.creation import items as create_module
 from outbox_engine.middleware import NewItem
-from outbox_engine.relay.worker import Worker
+from outbox_engine.relay.app import build_worker
+from outbox_engine.relay.options import WorkerOptions
 from outbox_engine.store.status import ItemStatus
 from outbox_engine.transports.base import ItemRecord, Transport
 from outbox_engine.transports.resources import Resources
@@ -232,7 +233,7 @@ def _registry_for(base: BoxRegistry, box_name: str, record: bool) -> BoxRegistry
 async def _pending(container: Container, box: Box) -> int:
     table = box.table
     async with container.session_factory()() as session:
-        query = select(func.count()).select_from(table).where(table.c.status == 0)
+        query = select(func.count()).select_from(table).where(table.c.status == ItemStatus.PENDING)
         return int((await session.execute(query)).scalar_one())
 
 
@@ -252,14 +253,11 @@ async def drain(
     registry with other handlers for a test)."""
     registry = _registry_for(registry or container.registry(), box, record)
     target = registry.get(box)
-    worker = Worker(
-        registry,
-        container.resources(),
-        container.settings().asyncpg_dsn,
-        box_names=[box],
-        rebalance_interval=0.2,
-        shutdown_timeout=10.0,
-        application_name="test-drain",
+    options = WorkerOptions(
+        boxes=(box,), rebalance_interval=0.2, shutdown_timeout=10.0, application_name="test-drain"
+    )
+    worker = build_worker(
+        registry, container.resources(), container.settings().asyncpg_dsn, options
     )
     task = asyncio.create_task(worker.run())
     deadline = time.monotonic() + within

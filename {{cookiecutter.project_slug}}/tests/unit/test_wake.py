@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from outbox_engine.creation.items import _wake_payload
-from outbox_engine.relay.worker import lanes_to_wake
+from outbox_engine.relay.lanes import lanes_to_wake
 
 
 def test_a_payload_wakes_only_the_lanes_of_its_buckets() -> None:

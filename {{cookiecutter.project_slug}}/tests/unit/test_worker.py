@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from outbox_engine.relay.worker import kafka_timeout_warnings
+from outbox_engine.relay.readiness import kafka_timeout_warnings
 from outbox_engine.transports.kafka import DEFAULT_PRODUCER_CONFIG
 
 from ..support import INBOX_BOX, OUTBOX_BOX, make_registry

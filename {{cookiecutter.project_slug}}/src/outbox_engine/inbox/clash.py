@@ -19,6 +19,8 @@ import hashlib
 import uuid
 from typing import Any
 
+from outbox_engine.store.inbox import InboxStatements
+
 CLASH_NAMESPACE = uuid.UUID("0b9f5a52-7f0c-4d39-8d8a-2f1c3c8e6a40")
 
 
@@ -27,27 +29,22 @@ def clash_id(message_id: uuid.UUID, topic: str, partition: int, offset: int) -> 
 
 
 class ClashCheck:
-    def __init__(self, table: str, rejected_header: str) -> None:
+    def __init__(self, statements: InboxStatements, rejected_header: str) -> None:
+        self._statements = statements
         self._rejected = rejected_header
-        # Positions (1-based) of the given rows whose id is stored with another payload.
-        self._sql = f"""
-            SELECT r.i FROM unnest($1::uuid[], $2::bytea[]) WITH ORDINALITY AS r(u, d, i)
-            JOIN {table} t ON t.uuid = r.u
-            WHERE NOT (t.headers ? '{rejected_header}') AND sha256(t.payload) <> r.d
-        """
 
     async def find(self, conn: Any, rows: list[dict[str, Any]], seconds: float) -> list[int]:
         """Indexes into `rows` of the clashing ones (`conn`: an asyncpg connection)."""
         candidates = [i for i, row in enumerate(rows) if self._rejected not in row["headers"]]
         if not candidates:
             return []
-        found = await conn.fetch(
-            self._sql,
+        found = await self._statements.find_clashes(
+            conn,
             [rows[i]["uuid"] for i in candidates],
             [hashlib.sha256(rows[i]["payload"]).digest() for i in candidates],
-            timeout=seconds,
+            seconds,
         )
-        return sorted(candidates[r[0] - 1] for r in found)
+        return sorted(candidates[i - 1] for i in found)
 
     def clash_row(self, row: dict[str, Any]) -> dict[str, Any]:
         """The row that stores a clashing message: its own id, its content kept for the

@@ -9,14 +9,11 @@ stops them at once with a line that says what to do (`ProbePortTaken`), and
 import asyncio
 import logging
 import os
-import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-
-from outbox_engine.config.boxes import ConfigError
 
 from .context import plain, state
 from .errors import OpsError
@@ -58,15 +55,6 @@ def probe_port(given: str | None, configured: int) -> int | None:
 
 def _migrations_dir() -> Path:
     return Path(os.environ.get("MIGRATIONS_DIR", PROJECT_ROOT / "migrations"))
-
-
-async def _run_until_signal(
-    start: Callable[[], Coroutine[Any, Any, None]], stop: Callable[[], None]
-) -> None:
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop)
-    await start()
 
 
 def _metrics_renderer() -> Callable[[], bytes] | None:
@@ -149,8 +137,8 @@ def register(app: typer.Typer) -> None:
         probe: ProbePort = None,
     ) -> None:
         """Relay outbox items and process inbox items, until SIGTERM or Ctrl-C."""
-        from outbox_engine.observability.probes import ProbeServer
-        from outbox_engine.relay.worker import Worker
+        from outbox_engine.relay.app import WorkerApp
+        from outbox_engine.relay.options import WorkerOptions
 
         from ..container import shutdown
 
@@ -159,33 +147,25 @@ def register(app: typer.Typer) -> None:
         registry = container.registry()
         for name in box or []:
             registry.get(name)
-        port = probe_port(probe, settings.worker_probe_port)
+        options = WorkerOptions(
+            boxes=tuple(box or ()),
+            concurrency=concurrency,
+            shutdown_timeout=shutdown_timeout,
+            application_name=f"{settings.service_name}-worker",
+            probe_port=probe_port(probe, settings.worker_probe_port),
+            probe_host=settings.probe_host,
+        )
 
         async def main() -> None:
-            worker = Worker(
+            worker = WorkerApp(
                 registry,
                 container.resources(),
                 settings.asyncpg_dsn,
-                box_names=box,
-                concurrency=concurrency,
+                options,
                 middlewares=container.middlewares(),
-                shutdown_timeout=shutdown_timeout,
-                application_name=f"{settings.service_name}-worker",
+                metrics=_metrics_renderer(),
             )
-            probes = ProbeServer(
-                port,
-                worker.liveness,
-                worker.readiness,
-                _metrics_renderer(),
-                host=settings.probe_host,
-            )
-            await probes.start()  # first: a taken port stops the process before it connects
-            try:
-                container.producer().start()
-                await _run_until_signal(worker.run, worker.stop)
-            finally:
-                await probes.close()
-                await shutdown(container)
+            await worker.serve(cleanup=lambda: shutdown(container))
 
         asyncio.run(main())
 
@@ -203,56 +183,28 @@ def register(app: typer.Typer) -> None:
         probe: ProbePort = None,
     ) -> None:
         """Consume the Kafka topics into the inbox tables, until SIGTERM or Ctrl-C."""
-        from outbox_engine.inbox.consumer import InboxConsumer, consumers_readiness
-        from outbox_engine.observability.probes import ProbeServer
+        from outbox_engine.inbox.app import ConsumerApp, ConsumerOptions, inbox_boxes
 
         container = state(ctx).container()
         settings = container.settings()
-        boxes = container.registry().select(box, kind="inbox")
-        if not boxes:
-            raise ConfigError(
-                "no inbox boxes to consume: configure one under 'inbox:' in the boxes file"
-            )
-        port = probe_port(probe, settings.consumer_probe_port)
+        inbox_boxes(container.registry(), box or ())  # none to consume: a usage error, first
+        options = ConsumerOptions(
+            service_name=settings.service_name,
+            boxes=tuple(box or ()),
+            probe_port=probe_port(probe, settings.consumer_probe_port),
+            probe_host=settings.probe_host,
+        )
 
         async def main() -> None:
-            observer = container.observer()
-            consumers = [
-                InboxConsumer(
-                    b,
-                    container.engine(),
-                    settings.kafka_config(),
-                    settings.service_name,
-                    observer=observer,
-                )
-                for b in boxes
-            ]
-            loop = asyncio.get_running_loop()
-
-            def alive() -> tuple[bool, str]:
-                stalled = [
-                    c.box.name for c in consumers if c.last_poll and loop.time() - c.last_poll > 120
-                ]
-                return (False, f"consumers stalled: {stalled}") if stalled else (True, "ok")
-
-            def ready() -> tuple[bool, str]:
-                return consumers_readiness(consumers)
-
-            probes = ProbeServer(port, alive, ready, _metrics_renderer(), host=settings.probe_host)
-            await probes.start()
-
-            def stop() -> None:
-                for c in consumers:
-                    c.stop()
-
-            async def run_all() -> None:
-                await asyncio.gather(*(c.run() for c in consumers))
-
-            try:
-                await _run_until_signal(run_all, stop)
-            finally:
-                await probes.close()
-                await container.engine().dispose()
+            consumers = ConsumerApp(
+                container.registry(),
+                container.engine(),
+                settings.kafka_config(),
+                options,
+                observer=container.observer(),
+                metrics=_metrics_renderer(),
+            )
+            await consumers.serve(cleanup=container.engine().dispose)
 
         asyncio.run(main())
 

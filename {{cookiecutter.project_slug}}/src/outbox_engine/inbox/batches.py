@@ -1,0 +1,203 @@
+"""Rows -> inbox table -> offsets: the consumer's writes, one batch at a time, in order.
+
+A batch is stored with one statement (store/inbox.py) and only then are its offsets
+committed, so nothing is acknowledged before it is stored; a crash in between means Kafka
+redelivers and the unique uuid absorbs the duplicates. While a batch is written the next
+one is turned into rows (`store` starts the write and yields); `flush` waits for it. A
+batch the database is unavailable for is retried whole, unacknowledged, until it stores
+(readiness says why meanwhile); a batch whose data is refused (SQLSTATE 22, 23, 54) is
+stored row by row, a refused row reduced to an "unstorable" one. Rows that were not new
+are checked for message-id clashes (inbox/clash.py), stored as rejected rows of their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from outbox_engine.config.registry import Box
+from outbox_engine.inbox.clash import ClashCheck
+from outbox_engine.inbox.readiness import ConsumerHealth
+from outbox_engine.inbox.rows import REJECTED_HEADER, message_row, unstorable_row
+from outbox_engine.observability.observer import Observer
+from outbox_engine.store.inbox import InboxStatements
+from outbox_engine.store.pgconn import DriverConnections, is_data_error, is_unavailable
+from outbox_engine.transports.kafka_logs import REPEATS
+
+# The consumer's lines keep the logger they always had (log filters and dashboards use it).
+log = logging.getLogger("outbox_engine.inbox.consumer")
+
+# An insert that takes longer is abandoned (its connection dropped) and the batch retried.
+STATEMENT_TIMEOUT = 60.0
+
+
+class BatchWriter:
+    """Stores the batches of one inbox consumer and commits their offsets."""
+
+    def __init__(
+        self,
+        box: Box,
+        connections: DriverConnections,
+        observer: Observer,
+        health: ConsumerHealth,
+    ) -> None:
+        self.box = box
+        self.observer = observer
+        self.health = health
+        self._connections = connections
+        self._statements = InboxStatements(box.table_name, box.channel, REJECTED_HEADER)
+        self._clashes = ClashCheck(self._statements, REJECTED_HEADER)
+        self._writing: asyncio.Task[None] | None = None
+        self.stored = 0
+        self.received = 0
+        # Messages whose id was taken by a different payload (stored as rejected rows).
+        self.clashes = 0
+
+    def on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        failed = [p for p in partitions if p.error is not None]
+        if error is None and not failed:
+            return
+        # Usually a rebalance took the partitions: the new owner re-reads and the unique
+        # uuid drops what we already stored.
+        log.warning(
+            "inbox %s: offset commit failed (%s); duplicates will be absorbed",
+            self.box.name,
+            error or failed[0].error,
+        )
+
+    async def _insert_rows(self, rows: list[dict[str, Any]]) -> int:
+        async with self._connections.acquire() as conn:
+            return await self._statements.insert(conn, rows, STATEMENT_TIMEOUT)
+
+    async def _insert_one_by_one(self, rows: list[dict[str, Any]]) -> int:
+        inserted = 0
+        for row in rows:
+            try:
+                inserted += await self._insert_rows([row])
+            except Exception as exc:
+                if not is_data_error(exc):
+                    raise
+                log.warning(
+                    "inbox %s: message at %s/%s refused by the database: %s",
+                    self.box.name,
+                    row["source_topic"],
+                    row["source_offset"],
+                    exc,
+                )
+                inserted += await self._insert_rows([unstorable_row(row, exc)])
+        return inserted
+
+    async def _store_clashes(self, rows: list[dict[str, Any]]) -> int:
+        """Some rows were not new: store those whose id is taken by a different payload as
+        rejected rows of their own (see inbox/clash.py). Returns the rows stored."""
+        while True:
+            try:
+                async with self._connections.acquire() as conn:
+                    clashes = await self._clashes.find(conn, rows, STATEMENT_TIMEOUT)
+                if not clashes:
+                    return 0
+                clash_rows = [self._clashes.clash_row(rows[i]) for i in clashes]
+                for row in clash_rows:
+                    log.warning(
+                        "inbox %s: %s",
+                        self.box.name,
+                        row["headers"][REJECTED_HEADER],
+                    )
+                self.clashes += len(clash_rows)
+                return await self._insert_rows(clash_rows)
+            except Exception as exc:
+                if not is_unavailable(exc):
+                    raise
+                log.error(
+                    "inbox %s: database unavailable while checking message ids (%s); retrying",
+                    self.box.name,
+                    exc,
+                )
+                await asyncio.sleep(1.0)
+
+    async def store(self, consumer: Consumer, messages: Sequence[Message]) -> None:
+        rows = []
+        offsets: dict[tuple[str, int], int] = {}
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    log.warning("inbox %s: consume error: %s", self.box.name, error)
+                continue
+            row = message_row(self.box, message)
+            row["headers"].update(
+                self.observer.received(
+                    self.box,
+                    row["source_topic"],
+                    row["source_partition"],
+                    row["source_offset"],
+                    row["headers"],
+                )
+            )
+            rows.append(row)
+            tp = (message.topic() or "", message.partition() or 0)
+            offsets[tp] = max(offsets.get(tp, -1), (message.offset() or 0) + 1)
+        if not rows:
+            return
+        # This batch's rows were made while the previous batch was written; its write
+        # starts once that one is stored and acknowledged (writes and commits stay in order).
+        await self.flush()
+        self._writing = asyncio.create_task(self._write(consumer, rows, offsets))
+        # Let the write start now: it sends its statement and waits on the database while
+        # the next batch is turned into rows. (Without this yield the task would only start
+        # at the next `flush()`, after those rows: no overlap at all; 17k -> 22k rows/s.)
+        await asyncio.sleep(0)
+
+    async def flush(self) -> None:
+        """Wait until every batch handed to `store` is stored and acknowledged."""
+        if self._writing is not None:
+            writing, self._writing = self._writing, None
+            await writing
+
+    async def _write(
+        self, consumer: Consumer, rows: list[dict[str, Any]], offsets: dict[tuple[str, int], int]
+    ) -> None:
+        self.received += len(rows)
+        while True:
+            try:
+                try:
+                    inserted = await self._insert_rows(rows)
+                except Exception as exc:
+                    if not is_data_error(exc):
+                        raise
+                    # The data of some message is refused: store row by row, the refused
+                    # ones reduced.
+                    inserted = await self._insert_one_by_one(rows)
+                break
+            except Exception as exc:
+                if not is_unavailable(exc):
+                    raise
+                # Keep the batch: it is not acknowledged, so retrying loses and doubles nothing.
+                self.health.db_problem = f"cannot store ({type(exc).__name__}: {exc})"
+                self.health.update_ready()
+                REPEATS.log(
+                    log,
+                    logging.ERROR,
+                    f"inbox {self.box.name}: database unavailable or refusing writes "
+                    f"({type(exc).__name__}: {exc}); retrying the batch of {len(rows)} "
+                    "messages, unacknowledged",
+                )
+                await asyncio.sleep(1.0)
+        if inserted < len(rows):
+            inserted += await self._store_clashes(rows)
+        self.stored += inserted
+        self.observer.stored(self.box, len(rows), inserted)
+        commit = [
+            TopicPartition(topic, partition, offset)
+            for (topic, partition), offset in offsets.items()
+        ]
+        try:
+            # Sent now, confirmed in the background (`on_commit`): the batch is stored, so a
+            # commit that is lost only means the batch is read again, and the uuid absorbs it.
+            consumer.commit(offsets=commit, asynchronous=True)
+        except KafkaException as exc:
+            self.on_commit(exc.args[0], commit)

@@ -1,0 +1,114 @@
+"""The worker's lanes: one loop per box and lane, one batch at a time.
+
+Lane i of a box processes the owned buckets b with b % concurrency == i, so each bucket is
+in one lane of one process and its items go out in order. A lane wakes on a NOTIFY for its
+buckets (milliseconds after a commit), right away when its last batch claimed anything,
+and every `poll_interval` as a safety net. A lane never ends while the worker runs: a
+database error or any other exception is logged and retried with a growing pause (its
+items stay pending), and a destination that is unavailable backs the lane off without
+consuming a retry. Each turn stamps a tick; `liveness()` fails when a lane stops turning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from outbox_engine.relay.pacing import DB_ERRORS, Pacer
+from outbox_engine.relay.processor import BoxProcessor
+from outbox_engine.store.ownership import BoxOwnership
+from outbox_engine.store.pauses import PauseReader
+from outbox_engine.transports.kafka_logs import REPEATS
+
+# The worker's lines keep the logger they always had (log filters and dashboards use it).
+log = logging.getLogger("outbox_engine.relay.worker")
+
+
+def lanes_to_wake(payload: str, concurrency: int) -> set[int] | None:
+    """The lanes of the buckets a NOTIFY payload names ("3,7,12"); None means every lane
+    (no payload, or one this worker cannot read)."""
+    if not payload:
+        return None
+    try:
+        return {int(bucket) % concurrency for bucket in payload.split(",")}
+    except ValueError:
+        return None
+
+
+class Lanes:
+    """Runs the lanes of every box, and knows when each last turned."""
+
+    def __init__(self, pacer: Pacer, pauses: PauseReader) -> None:
+        self.pacer = pacer
+        self.pauses = pauses
+        self._ticks: dict[str, float] = {}
+
+    async def run(
+        self, state: BoxOwnership, lane: int, processor: BoxProcessor, wake: asyncio.Event
+    ) -> None:
+        """Process lane `lane` of `state.box` until the worker stops."""
+        box = state.box
+        sleep = self.pacer.sleep
+        outage = 0
+        errors = 0
+        tick_key = f"{box.name}:{lane}"
+        loop = asyncio.get_running_loop()
+        while not self.pacer.stopped:
+            self._ticks[tick_key] = loop.time()
+            wake.clear()
+            report = None
+            try:
+                async with state.lane_locks[lane]:
+                    paused = await self.pauses.current()
+                    buckets = [
+                        b
+                        for b in state.lane_buckets(lane)
+                        if b not in paused.paused_buckets(box.name)
+                    ]
+                    if buckets and not paused.box_paused(box.name):
+                        report = await processor.run_once(
+                            buckets, paused.paused_keys(box.name), owns=state.owned.__contains__
+                        )
+                errors = 0
+            except DB_ERRORS as exc:
+                errors += 1
+                REPEATS.log(
+                    log,
+                    logging.ERROR,
+                    f"box {box.name} lane {lane}: database error ({type(exc).__name__}: {exc}); "
+                    "retrying",
+                )
+                await sleep(min(0.2 * 2**errors, 5.0))
+                continue
+            except Exception:
+                # Whatever else a batch raised (a connection left in a bad state by a
+                # database restart, a bug): a lane must never end while the worker holds its
+                # buckets, or their items would wait for a restart. Its items stay pending.
+                errors += 1
+                log.exception("box %s lane %d: unexpected error; retrying", box.name, lane)
+                await sleep(min(0.2 * 2**errors, 5.0))
+                continue
+            if report is not None and report.unavailable:
+                outage += 1
+                delay = min(0.5 * 2 ** min(outage - 1, 6), 30.0)
+                REPEATS.log(
+                    log,
+                    logging.WARNING,
+                    f"box {box.name}: destination unavailable for {report.unavailable} items; "
+                    f"backing off {delay:.1f}s (no retry consumed)",
+                    key=f"unavailable:{box.name}",
+                )
+                await sleep(delay)
+                continue
+            outage = 0
+            if report is not None and report.claimed:
+                continue  # there may be more right away
+            await sleep(box.config.poll_interval, wake)
+
+    def liveness(self, stall_seconds: float = 120.0) -> tuple[bool, str]:
+        """Alive while every lane has turned within `stall_seconds` (a stuck lane fails it)."""
+        now = asyncio.get_running_loop().time()
+        stalled = [k for k, t in self._ticks.items() if now - t > stall_seconds]
+        if stalled:
+            return False, f"lanes stalled: {', '.join(sorted(stalled))}"
+        return True, f"ok: {len(self._ticks)} lanes"

@@ -1,0 +1,35 @@
+"""Every knob of a worker process, in one frozen dataclass.
+
+The console script's `worker` command, the in-process test helpers and the engine's
+`drain()` all build a worker from a `WorkerOptions` (relay/app.py), so one place knows the
+worker's constructor and a new knob is added once, with its default here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    # The boxes to process (empty: every box of the registry).
+    boxes: tuple[str, ...] = ()
+    # Lanes per box: lane i processes the owned buckets b with b % concurrency == i.
+    concurrency: int = 1
+    # Seconds each lane gets to finish its batch after SIGTERM/SIGINT.
+    shutdown_timeout: float = 30.0
+    # PostgreSQL application_name prefix of the lock connection (host and pid appended).
+    application_name: str = "outbox-worker"
+    # Seconds between bucket rebalances (a join, leave or loss rebalances at once).
+    rebalance_interval: float = 1.0
+    # Seconds between backlog samples for the depth gauges.
+    depth_interval: float = 15.0
+    # Seconds between Kafka metadata checks (readiness), when a box relays to Kafka.
+    kafka_check_interval: float = 5.0
+    # The probe port: None turns the probes off, 0 picks a free port (logged).
+    probe_port: int | None = None
+    probe_host: str = "127.0.0.1"
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")

@@ -1,0 +1,54 @@
+"""What the worker's parts share: the errors a database call can raise at them, and a sleep
+that a stop (or a wake-up) cuts short.
+
+Every loop of the worker (lanes, rebalance, Kafka check, depth, retention) sleeps through
+`Pacer.sleep`, so SIGTERM ends every wait at once and the shutdown deadline is spent on
+finishing batches, not on timers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import asyncpg  # type: ignore[import-untyped]
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+# What the database can raise at a lane: through SQLAlchemy, or from the asyncpg connection
+# the relay's hot statements use directly (see pgconn.py).
+DB_ERRORS = (
+    DBAPIError,
+    OperationalError,
+    OSError,
+    ConnectionError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
+
+
+class Pacer:
+    """The worker's stop flag and the sleeps it ends."""
+
+    def __init__(self) -> None:
+        self.stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self.stopping.is_set()
+
+    async def sleep(self, seconds: float, wake: asyncio.Event | None = None) -> None:
+        """Wait `seconds`, or less when the worker stops or `wake` is set."""
+        waiters = [asyncio.ensure_future(self.stopping.wait())]
+        if wake is not None:
+            waiters.append(asyncio.ensure_future(wake.wait()))
+        try:
+            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiter
