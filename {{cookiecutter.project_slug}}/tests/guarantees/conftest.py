@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ..services import Services
-from .harness import Scenario, run_scenario
 from .report import Row, aggregate, table, write
+from .scenarios import Scenario, run_scenario
 
 LEDGER = pytest.StashKey[list[Row]]()
 REPORT_PATH = pytest.StashKey[Path]()

@@ -20,7 +20,10 @@ from confluent_kafka.admin import AdminClient
 from sqlalchemy import text
 
 from ..support import InboxItem, OutboxItem
-from .harness import EXAMPLE_DOMAIN, Run, count, run_command, wait_until
+from .load import EXAMPLE_DOMAIN
+from .queries import count, wait_until
+from .scenarios import Run
+from .supervise import run_command
 
 Fault = Callable[[Run], Awaitable[None]]
 

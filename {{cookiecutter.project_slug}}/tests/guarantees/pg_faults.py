@@ -39,8 +39,9 @@ from outbox_engine.store.status import ItemStatus
 
 from ..support import InboxItem
 from .faults import Fault
-from .harness import Run, count, wait_until
+from .queries import count, wait_until
 from .report import Row
+from .scenarios import Run
 from .transports import EFFECTS_TABLE
 
 LABELLED_CONNECTIONS = Path(__file__).resolve().parent / "labelled_connections"

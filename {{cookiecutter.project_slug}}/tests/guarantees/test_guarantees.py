@@ -22,9 +22,11 @@ from .faults import (
     outage,
     skewed_clock,
 )
-from .harness import CONSUMERS, EXAMPLE_DOMAIN, WORKERS, Load, Scenario
+from .load import EXAMPLE_DOMAIN, Load
 from .pg_faults import connection_killed, labelled, landed, lock_connection_killed, survived
 from .report import Row
+from .scenarios import Scenario
+from .supervise import CONSUMERS, WORKERS
 from .transports import ScriptedKafkaTransport
 
 pytestmark = [pytest.mark.guarantees, pytest.mark.slow]
