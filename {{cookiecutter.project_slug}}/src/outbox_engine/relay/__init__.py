@@ -1,2 +1,3 @@
-"""The relay: the worker process (worker), one relay step of a box: claim, deliver, record
-(processor), retry decisions (retry) and failure texts (failures)."""
+"""The relay: the worker process (worker, lanes, app, options), one relay step of a box
+(processor: claim, filters, strategies/, recording, outcomes), retry decisions (retry) and
+failure texts (failures)."""

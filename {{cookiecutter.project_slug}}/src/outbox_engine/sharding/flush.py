@@ -48,7 +48,7 @@ from outbox_engine.relay.outcomes import Outcome, from_row, pending
 from outbox_engine.relay.processor import BoxProcessor
 from outbox_engine.sharding.flush_context import OutboxContext, current
 from outbox_engine.store.items import buckets_of, states_of
-from outbox_engine.store.ownership import NOTIFY_REBALANCE
+from outbox_engine.store.ownership import NOTIFY_REBALANCE, try_lock_bucket, unlock_bucket
 from outbox_engine.store.pauses import PauseReader
 from outbox_engine.transports.resources import Resources
 
@@ -113,7 +113,7 @@ class Flusher:
             mine: set[int] = set()
             try:
                 for bucket in sorted(set(buckets.values()) - paused_buckets):
-                    if await driver.fetchval("SELECT pg_try_advisory_lock($1, $2)", ns, bucket):
+                    if await try_lock_bucket(driver, ns, bucket):
                         mine.add(bucket)
                 for message_id in ids:
                     if buckets.get(message_id) in paused_buckets:
@@ -124,7 +124,7 @@ class Flusher:
             finally:
                 if mine:
                     for bucket in mine:
-                        await driver.fetchval("SELECT pg_advisory_unlock($1, $2)", ns, bucket)
+                        await unlock_bucket(driver, ns, bucket)
                     await driver.execute(NOTIFY_REBALANCE)
                 await conn.commit()
         waiting = [i for i in ids if i not in outcomes]

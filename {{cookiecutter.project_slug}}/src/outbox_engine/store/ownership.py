@@ -32,6 +32,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 
@@ -53,6 +54,16 @@ WHERE locktype = 'advisory' AND granted AND objsubid = 2
   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND classid = $1::bigint::oid
 """
+
+
+async def try_lock_bucket(conn: Any, namespace: int, bucket: int) -> bool:
+    """Take the advisory lock of one bucket on this session if it is free (never waits)."""
+    return bool(await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", namespace, bucket))
+
+
+async def unlock_bucket(conn: Any, namespace: int, bucket: int) -> None:
+    """Release the advisory lock of one bucket held by this session."""
+    await conn.execute("SELECT pg_advisory_unlock($1, $2)", namespace, bucket)
 
 
 @dataclass
@@ -163,7 +174,7 @@ class Ownership:
                 for bucket in extra:
                     async with state.lane_locks[bucket % state.lanes]:
                         state.owned.discard(bucket)
-                        await conn.execute("SELECT pg_advisory_unlock($1, $2)", ns, bucket)
+                        await unlock_bucket(conn, ns, bucket)
                 await conn.execute(NOTIFY_REBALANCE)  # free now: whoever wants them, take them
                 log.info("box %s: released %d buckets (%d workers)", box.name, len(extra), members)
             elif len(state.owned) < target:
@@ -177,7 +188,7 @@ class Ownership:
                 for bucket in free:
                     if len(state.owned) >= target:
                         break
-                    if await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", ns, bucket):
+                    if await try_lock_bucket(conn, ns, bucket):
                         state.owned.add(bucket)
                         gained += 1
                 if gained:
