@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import event, func, select, text
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, SessionTransaction
 
@@ -39,6 +39,7 @@ from outbox_engine.creation import items as create_module
 from outbox_engine.middleware import NewItem
 from outbox_engine.relay.app import build_worker
 from outbox_engine.relay.options import WorkerOptions
+from outbox_engine.store.probe_items import count_pending, item_state, store_inbox_message
 from outbox_engine.store.status import ItemStatus
 from outbox_engine.transports.base import ItemRecord, Transport
 from outbox_engine.transports.resources import Resources
@@ -231,10 +232,8 @@ def _registry_for(base: BoxRegistry, box_name: str, record: bool) -> BoxRegistry
 
 
 async def _pending(container: Container, box: Box) -> int:
-    table = box.table
     async with container.session_factory()() as session:
-        query = select(func.count()).select_from(table).where(table.c.status == ItemStatus.PENDING)
-        return int((await session.execute(query)).scalar_one())
+        return await count_pending(session, box.table)
 
 
 async def drain(
@@ -336,32 +335,22 @@ async def feed(
         "event-name": event_name,
     }
     async with container.session_factory()() as session, session.begin():
-        await session.execute(
-            text(
-                f"INSERT INTO {target.table_name} (uuid, event_name, event_key, bucket, payload, "
-                "headers, source_topic, source_partition, source_offset) "
-                "VALUES (:uuid, :event_name, :event_key, :bucket, :payload, "
-                "CAST(:headers AS jsonb), :topic, 0, 0) ON CONFLICT (uuid) DO NOTHING"
-            ),
-            {
-                "uuid": message_id,
-                "event_name": event_name,
-                "event_key": key,
-                "bucket": target.bucket_for(key),
-                "payload": body,
-                "headers": json.dumps(row_headers),
-                "topic": target.inbox_config.topics[0],
-            },
+        await store_inbox_message(
+            session,
+            target.table_name,
+            message_id=message_id,
+            event_name=event_name,
+            event_key=key,
+            bucket=target.bucket_for(key),
+            payload=body,
+            headers=row_headers,
+            topic=target.inbox_config.topics[0],
         )
-    table = target.table
-    row_query = select(table.c.status, table.c.errors_count, table.c.last_error).where(
-        table.c.uuid == message_id
-    )
 
     async def attempted() -> bool:
         async with container.session_factory()() as session:
-            row = (await session.execute(row_query)).one()
-        return bool(row.status != ItemStatus.PENDING or row.errors_count > 0)
+            state = await item_state(session, target.table, message_id)
+        return state.status is not ItemStatus.PENDING or state.errors_count > 0
 
     with capture_created() as created:
         try:
@@ -374,10 +363,10 @@ async def feed(
                 f"held by an earlier item that failed or waits for a retry? ({exc})"
             ) from None
     async with container.session_factory()() as session:
-        row = (await session.execute(row_query)).one()
+        row = await item_state(session, target.table, message_id)
     return Outcome(
-        status=ItemStatus(row.status),
-        attempts=row.errors_count + (1 if row.status == ItemStatus.DELIVERED else 0),
+        status=row.status,
+        attempts=row.errors_count + (1 if row.status is ItemStatus.DELIVERED else 0),
         last_error=row.last_error,
         message_id=message_id,
         created=list(created),
