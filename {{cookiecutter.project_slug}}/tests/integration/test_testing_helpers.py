@@ -1,4 +1,4 @@
-"""The public test helpers (outbox_engine/testing.py) on the real database: what they capture,
+"""The public test helpers (outbox_engine/testing/) on the real database: what they capture,
 drain and feed, counted."""
 
 from __future__ import annotations
