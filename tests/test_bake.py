@@ -5,8 +5,10 @@ pre-generation hook before anything is written."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 from types import ModuleType
@@ -22,11 +24,12 @@ from conftest import TEMPLATE_DIR, TOOL_DIRS, Baked, Bakery, bake, run
 pytestmark = pytest.mark.bake
 
 COMBO_IDS = [combo.id for combo in SUPPORTED]
-CONTEXT_KEYS = [
-    k
-    for k in json.loads((TEMPLATE_DIR.parent / "cookiecutter.json").read_text())
-    if not k.startswith("_")
-]
+COOKIECUTTER_JSON = json.loads((TEMPLATE_DIR.parent / "cookiecutter.json").read_text())
+CONTEXT_KEYS = [k for k in COOKIECUTTER_JSON if not k.startswith("_")]
+# Files cookiecutter copies without rendering (the scaffold templates `generate` renders):
+# Jinja in them is on purpose.
+VERBATIM = tuple(COOKIECUTTER_JSON["_copy_without_render"])
+SCAFFOLD = TEMPLATE_DIR / "src" / "{{cookiecutter.package_name}}" / "scaffold"
 
 # Jinja the template left unrendered. Rendered files may legitimately contain other
 # templating that survives on purpose (GitHub Actions `${{ }}`, Prometheus `{{ $labels.x }}`,
@@ -115,12 +118,20 @@ _AnyTagLoader.add_multi_constructor("!", _construct_any)
 # What the bake contains.
 
 
+def verbatim(relative: Path, package: str) -> bool:
+    """Whether cookiecutter copied this baked file without rendering it."""
+    source = str(relative).replace(f"src/{package}/", "src/{{cookiecutter.package_name}}/", 1)
+    return any(fnmatch.fnmatch(source, pattern) for pattern in VERBATIM)
+
+
 def test_no_leftover_jinja(baked: Baked) -> None:
     problems = []
     for path in project_files(baked.root):
         relative = path.relative_to(baked.root)
         if JINJA_IN_NAME.search(str(relative)):
             problems.append(f"{relative}: Jinja in the file name")
+        if verbatim(relative, baked.package):
+            continue
         text = read_text(path)
         if text is None:
             continue
@@ -209,6 +220,78 @@ def test_names_follow_the_answers(baked: Baked) -> None:
     for box in (boxes["outbox"][outbox], boxes["inbox"][inbox]):
         assert box["bucket_count"] == int(baked.context["bucket_count"])
         assert box["partition_strategy"] == baked.context["partition_strategy"]
+
+
+def test_scaffold_is_copied_verbatim(baked: Baked) -> None:
+    """The scaffold templates reach the bake byte for byte, and only they are left unrendered."""
+    scaffold = baked.root / "src" / baked.package / "scaffold"
+    expected = {p.name: p.read_bytes() for p in SCAFFOLD.iterdir() if p.is_file()}
+    assert len(expected) >= 6, sorted(expected)
+    assert {p.name: p.read_bytes() for p in scaffold.iterdir() if p.is_file()} == expected
+    unrendered = [
+        str(p.relative_to(baked.root))
+        for p in project_files(baked.root)
+        if verbatim(p.relative_to(baked.root), baked.package)
+    ]
+    assert sorted(unrendered) == sorted(f"src/{baked.package}/scaffold/{name}" for name in expected)
+
+
+# The baked project's `generate` renders, for its own first boxes, what the template wrote.
+RENDER_FIRST_BOXES = """
+import json, sys
+from {package}.ops.generate import ProjectFiles, item_class, item_transport
+project = ProjectFiles.find(sys.argv[1])
+print(json.dumps({{
+    kind: {{"transport": item_transport(project, name, kind), "item": item_class(project, name, kind)}}
+    for kind, name in (("outbox", sys.argv[2]), ("inbox", sys.argv[3]))
+}}))
+"""
+
+
+@pytest.mark.parametrize("combo", SUPPORTED, ids=COMBO_IDS)
+def test_first_boxes_come_from_the_scaffold(bakery: Bakery, combo: Combo) -> None:
+    """One source: the bake's transport modules and item classes are what `generate item`
+    renders for the same names, byte for byte (the example domain's own inbox handler and
+    event types excepted: the scaffold's defaults are replaced there)."""
+    installed = bakery.install(combo)
+    context = installed.baked.context
+    package, outbox, inbox = context["package_name"], context["outbox_item"], context["inbox_item"]
+    rendered = json.loads(
+        subprocess.run(
+            [
+                installed.bin("python"),
+                "-c",
+                RENDER_FIRST_BOXES.format(package=package),
+                installed.root,
+                outbox,
+                inbox,
+            ],
+            env=installed.env(),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        ).stdout
+    )
+    transports = installed.root / "src" / package / "transports"
+    items = (installed.root / "src" / package / "items.py").read_text()
+    cls, source = rendered["outbox"]["transport"]
+    assert (transports / f"{outbox}_outbox_item.py").read_text() == source
+    assert (
+        f"{package}.transports.{outbox}_outbox_item:{cls}"
+        in (installed.root / "config" / "boxes.yaml").read_text()
+    )
+    if context["include_example_domain"]:
+        assert (
+            "class PaymentReceivedHandler(EventHandler[PaymentReceived])"
+            in (transports / f"{inbox}_inbox_item.py").read_text()
+        )
+        return
+    cls, source = rendered["inbox"]["transport"]
+    assert (transports / f"{inbox}_inbox_item.py").read_text() == source
+    assert items.endswith(
+        "\n\n\n" + rendered["outbox"]["item"] + "\n\n" + rendered["inbox"]["item"]
+    )
 
 
 # --------------------------------------------------------------------------------------
