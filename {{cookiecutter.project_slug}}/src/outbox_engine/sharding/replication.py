@@ -17,13 +17,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import event, insert, inspect, text
+from sqlalchemy import event, inspect
 from sqlalchemy.orm import Session
 
 from outbox_engine.config.registry import Box, BoxRegistry
 from outbox_engine.creation.chain import chain_headers
 from outbox_engine.creation.items import encode_payload
 from outbox_engine.creation.shards import Category, infer_shard_identifier, shard_headers
+from outbox_engine.store.inserts import insert_and_wake
 
 Model = TypeVar("Model", bound=type[Any])
 
@@ -126,8 +127,7 @@ def _emit(session: Session, _flush_context: object) -> None:
         return
     connection = session.connection()
     for box, rows in item_rows(_registry[-1], pairs):
-        connection.execute(insert(box.table), rows)
-        connection.execute(text("SELECT pg_notify(:channel, '')"), {"channel": box.channel})
+        insert_and_wake(connection, box.table, rows, box.channel)
 
 
 def install_replication(registry: BoxRegistry) -> None:

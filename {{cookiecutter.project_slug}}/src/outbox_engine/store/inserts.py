@@ -4,13 +4,19 @@ statement (one round trip per call, however many items).
 The statement is built once per table (cached) and takes arrays, one element per item:
 `unnest` turns them into rows. The NOTIFY payload names the buckets that got items, so
 only their worker lanes wake (see creation/items.py `_wake_payload`).
+
+Replication (sharding/replication.py) inserts the rows it builds in a session's flush hook,
+on the session's synchronous connection: `insert_and_wake`.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
-from sqlalchemy import TextClause, text
+from sqlalchemy import Connection, Table, TextClause, insert, text
+
+from outbox_engine.store.wake import wake_sync
 
 
 @functools.lru_cache(maxsize=256)
@@ -29,3 +35,12 @@ def insert_items_statement(table: str) -> TextClause:
         SELECT pg_notify(:channel, :buckets_woken)
         """
     )
+
+
+def insert_and_wake(
+    connection: Connection, table: Table, rows: list[dict[str, Any]], channel: str
+) -> None:
+    """Insert item rows into a box's table and NOTIFY its workers, in the connection's open
+    transaction (two statements, as replication always sent)."""
+    connection.execute(insert(table), rows)
+    wake_sync(connection, channel)

@@ -7,7 +7,7 @@ NOTIFY in its insert statement (`store/inserts.py`), to keep one round trip.
 
 from __future__ import annotations
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 _WAKE = text("SELECT pg_notify(:channel, '')")
@@ -17,3 +17,8 @@ async def wake(conn: AsyncConnection | AsyncSession, channel: str) -> None:
     """NOTIFY `channel` (with an empty payload: every lane of the box wakes) in `conn`'s
     open transaction."""
     await conn.execute(_WAKE, {"channel": channel})
+
+
+def wake_sync(connection: Connection, channel: str) -> None:
+    """`wake` on a synchronous connection (a session's flush hook)."""
+    connection.execute(_WAKE, {"channel": channel})
