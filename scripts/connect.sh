@@ -34,7 +34,6 @@ DEBEZIUM_VERSION="${OUTBOX_DEBEZIUM_VERSION:-3.3.2.Final}"
 # the whole classpath, Connect's version, so no mixed Jackson jars end up side by side.
 JACKSON_VERSION=2.21.2
 LOG4J_VERSION=2.25.4   # slf4j 1.x binding, as kafka.sh (Connect logs through slf4j-api 1.7)
-DEPENDENCY_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:3.6.1
 
 CONNECT_HOME="$STATE_DIR/connect-$KAFKA_VERSION-debezium-$DEBEZIUM_VERSION"  # cache only
 LIBS="$CONNECT_HOME/libs"
@@ -74,16 +73,8 @@ resolve_jars() {
   </dependencies>
 </project>
 EOF
-  log "resolving connect-runtime:$KAFKA_VERSION + debezium-connector-postgres:$DEBEZIUM_VERSION with mvn (log: $CONNECT_HOME/mvn.log)"
-  rm -rf "$LIBS.tmp"
-  # -C: fail on a checksum mismatch instead of warning. Copied into a temp dir and
-  # renamed, so an interrupted run never leaves a half-filled libs dir that looks complete.
-  mvn -B -q -C -f "$CONNECT_HOME/pom.xml" "$DEPENDENCY_PLUGIN:copy-dependencies" \
-      -DincludeScope=runtime -DoutputDirectory="$LIBS.tmp" >"$CONNECT_HOME/mvn.log" 2>&1 \
-    || { show_tail "$CONNECT_HOME/mvn.log"; die "mvn could not resolve Kafka Connect $KAFKA_VERSION / Debezium $DEBEZIUM_VERSION"; }
-  rm -rf "$LIBS"
-  mv "$LIBS.tmp" "$LIBS"
-  touch "$LIBS/.complete"
+  mvn_copy_jars "$CONNECT_HOME" "$LIBS" \
+    "connect-runtime:$KAFKA_VERSION + debezium-connector-postgres:$DEBEZIUM_VERSION"
 }
 
 # Rewritten on each start so port overrides take effect.
@@ -123,20 +114,8 @@ heartbeat.interval.ms=2000
 # Connectors may tune their producer (linger.ms, batch.size, ...).
 connector.client.config.override.policy=All
 EOF
-  cat >"$CDIR/log4j2.properties" <<EOF
-appender.file.type = RollingFile
-appender.file.name = file
-appender.file.fileName = $CONNECT_LOG
-appender.file.filePattern = $CONNECT_LOG.%i
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-appender.file.policies.type = Policies
-appender.file.policies.size.type = SizeBasedTriggeringPolicy
-appender.file.policies.size.size = 50MB
-appender.file.strategy.type = DefaultRolloverStrategy
-appender.file.strategy.max = 2
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = file
+  write_log4j2_file "$CDIR/log4j2.properties" "$CONNECT_LOG"
+  cat >>"$CDIR/log4j2.properties" <<EOF
 logger.reflections.name = org.reflections
 logger.reflections.level = ERROR
 EOF

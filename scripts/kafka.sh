@@ -18,7 +18,6 @@ KAFKA_VERSION="${OUTBOX_KAFKA_VERSION:-4.3.1}"
 # Kafka 4.x depends on slf4j-api 1.7.x but ships no binding; log4j-slf4j-impl
 # (the slf4j 1.x binding) + log4j-core give a real log file.
 LOG4J_VERSION=2.25.4
-DEPENDENCY_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:3.6.1
 # Fixed cluster id: base64url("outbox-service-1"); nothing depends on it
 # being unique since the cluster is single-node and private.
 CLUSTER_ID=b3V0Ym94LXNlcnZpY2UtMQ
@@ -52,16 +51,7 @@ resolve_jars() {
   </dependencies>
 </project>
 EOF
-  log "resolving kafka_2.13:$KAFKA_VERSION and dependencies with mvn (log: $KAFKA_HOME/mvn.log)"
-  rm -rf "$LIBS.tmp"
-  # Copy into a temp dir and rename, so an interrupted run never leaves a
-  # half-filled libs dir that looks complete.
-  mvn -B -q -f "$KAFKA_HOME/pom.xml" "$DEPENDENCY_PLUGIN:copy-dependencies" \
-      -DincludeScope=runtime -DoutputDirectory="$LIBS.tmp" >"$KAFKA_HOME/mvn.log" 2>&1 \
-    || { show_tail "$KAFKA_HOME/mvn.log"; die "mvn could not resolve Kafka $KAFKA_VERSION"; }
-  rm -rf "$LIBS"
-  mv "$LIBS.tmp" "$LIBS"
-  touch "$LIBS/.complete"
+  mvn_copy_jars "$KAFKA_HOME" "$LIBS" "kafka_2.13:$KAFKA_VERSION and dependencies"
 }
 
 # Rewritten on each start so port overrides take effect. Static
@@ -91,21 +81,7 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 EOF
-  cat >"$KDIR/log4j2-server.properties" <<EOF
-appender.file.type = RollingFile
-appender.file.name = file
-appender.file.fileName = $SERVER_LOG
-appender.file.filePattern = $SERVER_LOG.%i
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-appender.file.policies.type = Policies
-appender.file.policies.size.type = SizeBasedTriggeringPolicy
-appender.file.policies.size.size = 50MB
-appender.file.strategy.type = DefaultRolloverStrategy
-appender.file.strategy.max = 2
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = file
-EOF
+  write_log4j2_file "$KDIR/log4j2-server.properties" "$SERVER_LOG"
   # CLI tools (format, readiness probe): only real errors, on stderr.
   cat >"$KDIR/log4j2-tools.properties" <<EOF
 appender.err.type = Console

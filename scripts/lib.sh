@@ -98,3 +98,41 @@ stop_pid() {
   done
   rm -f "$PID_FILE" "$PORT_FILE"
 }
+
+DEPENDENCY_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:3.6.1
+
+# Resolve the dependencies of the pom $1/pom.xml (written by the caller) into the
+# folder $2 with mvn, checksums enforced (-C). Copied into a temp dir and renamed,
+# so an interrupted run never leaves a half-filled folder that looks complete
+# ($2/.complete marks a finished one). $3 names what is resolved, for messages.
+mvn_copy_jars() {
+  local home="$1" libs="$2" what="$3"
+  log "resolving $what with mvn (log: $home/mvn.log)"
+  rm -rf "$libs.tmp"
+  mvn -B -q -C -f "$home/pom.xml" "$DEPENDENCY_PLUGIN:copy-dependencies" \
+      -DincludeScope=runtime -DoutputDirectory="$libs.tmp" >"$home/mvn.log" 2>&1 \
+    || { show_tail "$home/mvn.log"; die "mvn could not resolve $what"; }
+  rm -rf "$libs"
+  mv "$libs.tmp" "$libs"
+  touch "$libs/.complete"
+}
+
+# A log4j2 configuration at $1 that writes INFO and up to the log file $2, rolled
+# at 50 MB, two files kept. Callers append their own logger lines.
+write_log4j2_file() {
+  cat >"$1" <<EOF
+appender.file.type = RollingFile
+appender.file.name = file
+appender.file.fileName = $2
+appender.file.filePattern = $2.%i
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = 50MB
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = 2
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+EOF
+}
