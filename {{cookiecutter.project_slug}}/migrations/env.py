@@ -34,7 +34,7 @@ from outbox_engine.store.metadata import ENGINE_METADATA
 # tables (the pauses and the operator audit log) are on ENGINE_METADATA.
 MODEL_MODULES = {% if cookiecutter.include_example_domain %}(items, domain_models, audit, pauses){% else %}(items, audit, pauses){% endif %}
 
-# Created by the migrations, read and written with SQL by the engine (outbox_engine/sharding/backfill.py).
+# Created by the migrations, read and written with SQL by the engine (outbox_engine/store/backfill.py).
 UNMODELLED_TABLES = frozenset({"outbox_backfills"})
 
 
