@@ -1,4 +1,4 @@
-"""The SQL of the public test helpers (testing.py): count a box's pending items, store a
+"""The SQL of the public test helpers (testing/): count a box's pending items, store a
 message in an inbox as the consumer does, and read one item's state by message id.
 
 Test-only paths, kept here with the rest of the engine's SQL; the consumer's own insert is
