@@ -6,7 +6,9 @@ progress and one audit row per batch. Ctrl-C or an outage mid-run prints the res
 position (`--after-id`); `--dry-run` only counts.
 """
 
-from typing import Annotated
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -152,141 +154,98 @@ IdRange = Annotated[
 ]
 
 
+def _shape(
+    ctx: typer.Context,
+    box: BoxOption,
+    id: Ids = None,
+    key: Key = None,
+    event: Event = None,
+    since: Since = None,
+    until: Until = None,
+    dry_run: DryRun = False,
+    actor: Actor = None,
+    yes: Yes = False,
+    batch_size: BatchSize = 1000,
+    after_id: AfterId = 0,
+    rate: Rate = None,
+) -> None:
+    """The options every bulk command takes: its signature is theirs, plus one selector."""
+
+
+def _bulk_command(
+    action: Action, summary: str, selector: str, selector_option: Any, selection_key: str
+) -> Callable[..., None]:
+    """The command of one action: `_shape`'s options and `selector` (e.g. --status), read by
+    Typer from the signature given here. One body for the four commands, so an option added
+    to `_shape` reaches every one of them."""
+
+    def command(ctx: typer.Context, **given: Any) -> None:
+        chosen = _selection(
+            ids=given["id"],
+            event_key=given["key"],
+            event_name=given["event"],
+            since=given["since"],
+            until=given["until"],
+            **{selection_key: given[selector]},
+        )
+        _bulk(
+            ctx,
+            action,
+            given["box"],
+            chosen,
+            dry_run=given["dry_run"],
+            actor=given["actor"],
+            yes=given["yes"],
+            batch_size=given["batch_size"],
+            after_id=given["after_id"],
+            rate=given["rate"],
+        )
+
+    shape = inspect.signature(_shape)
+    parameters = list(shape.parameters.values())
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    parameters.insert(
+        3, inspect.Parameter(selector, kind, default=None, annotation=selector_option)
+    )
+    command.__signature__ = shape.replace(parameters=parameters)  # type: ignore[attr-defined]
+    command.__name__ = command.__qualname__ = action.name
+    command.__doc__ = summary
+    return command
+
+
+COMMANDS = (
+    (
+        RETRY,
+        "Make failed (or chosen) items pending again, due now, with attempts reset.",
+        "status",
+        FailedStatuses,
+        "statuses",
+    ),
+    (
+        DISCARD,
+        "Give up on failed (or chosen pending or parked) items: they are never sent.",
+        "status",
+        DiscardStatuses,
+        "statuses",
+    ),
+    (
+        REPLAY,
+        "Send delivered items again (same message id); needs a selection.",
+        "id_range",
+        IdRange,
+        "id_range",
+    ),
+    (
+        PARK,
+        "Move failed items (a blocked key's head) aside: their key moves on.",
+        "status",
+        ParkStatuses,
+        "statuses",
+    ),
+)
+
+
 def register(app: typer.Typer) -> None:
     """Add retry, discard, replay and park to the console script."""
-
-    @app.command(rich_help_panel=PANEL)
-    def retry(
-        ctx: typer.Context,
-        box: BoxOption,
-        id: Ids = None,
-        status: FailedStatuses = None,
-        key: Key = None,
-        event: Event = None,
-        since: Since = None,
-        until: Until = None,
-        dry_run: DryRun = False,
-        actor: Actor = None,
-        yes: Yes = False,
-        batch_size: BatchSize = 1000,
-        after_id: AfterId = 0,
-        rate: Rate = None,
-    ) -> None:
-        """Make failed (or chosen) items pending again, due now, with attempts reset."""
-        chosen = _selection(
-            ids=id, statuses=status, event_key=key, event_name=event, since=since, until=until
-        )
-        _bulk(
-            ctx,
-            RETRY,
-            box,
-            chosen,
-            dry_run=dry_run,
-            actor=actor,
-            yes=yes,
-            batch_size=batch_size,
-            after_id=after_id,
-            rate=rate,
-        )
-
-    @app.command(rich_help_panel=PANEL)
-    def discard(
-        ctx: typer.Context,
-        box: BoxOption,
-        id: Ids = None,
-        status: DiscardStatuses = None,
-        key: Key = None,
-        event: Event = None,
-        since: Since = None,
-        until: Until = None,
-        dry_run: DryRun = False,
-        actor: Actor = None,
-        yes: Yes = False,
-        batch_size: BatchSize = 1000,
-        after_id: AfterId = 0,
-        rate: Rate = None,
-    ) -> None:
-        """Give up on failed (or chosen pending or parked) items: they are never sent."""
-        chosen = _selection(
-            ids=id, statuses=status, event_key=key, event_name=event, since=since, until=until
-        )
-        _bulk(
-            ctx,
-            DISCARD,
-            box,
-            chosen,
-            dry_run=dry_run,
-            actor=actor,
-            yes=yes,
-            batch_size=batch_size,
-            after_id=after_id,
-            rate=rate,
-        )
-
-    @app.command(rich_help_panel=PANEL)
-    def replay(
-        ctx: typer.Context,
-        box: BoxOption,
-        id: Ids = None,
-        id_range: IdRange = None,
-        key: Key = None,
-        event: Event = None,
-        since: Since = None,
-        until: Until = None,
-        dry_run: DryRun = False,
-        actor: Actor = None,
-        yes: Yes = False,
-        batch_size: BatchSize = 1000,
-        after_id: AfterId = 0,
-        rate: Rate = None,
-    ) -> None:
-        """Send delivered items again (same message id); needs a selection."""
-        chosen = _selection(
-            ids=id, id_range=id_range, event_key=key, event_name=event, since=since, until=until
-        )
-        _bulk(
-            ctx,
-            REPLAY,
-            box,
-            chosen,
-            dry_run=dry_run,
-            actor=actor,
-            yes=yes,
-            batch_size=batch_size,
-            after_id=after_id,
-            rate=rate,
-        )
-
-    @app.command(rich_help_panel=PANEL)
-    def park(
-        ctx: typer.Context,
-        box: BoxOption,
-        id: Ids = None,
-        status: ParkStatuses = None,
-        key: Key = None,
-        event: Event = None,
-        since: Since = None,
-        until: Until = None,
-        dry_run: DryRun = False,
-        actor: Actor = None,
-        yes: Yes = False,
-        batch_size: BatchSize = 1000,
-        after_id: AfterId = 0,
-        rate: Rate = None,
-    ) -> None:
-        """Move failed items (a blocked key's head) aside: their key moves on."""
-        chosen = _selection(
-            ids=id, statuses=status, event_key=key, event_name=event, since=since, until=until
-        )
-        _bulk(
-            ctx,
-            PARK,
-            box,
-            chosen,
-            dry_run=dry_run,
-            actor=actor,
-            yes=yes,
-            batch_size=batch_size,
-            after_id=after_id,
-            rate=rate,
-        )
+    for action, summary, selector, option, key in COMMANDS:
+        app.command(rich_help_panel=PANEL)(_bulk_command(action, summary, selector, option, key))
