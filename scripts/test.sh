@@ -18,9 +18,8 @@
 #      TEMPLATE_ALLOW_MISSING_PYTHON=1 (skip combinations whose Python is not installed),
 #      TEMPLATE_PYTHON_3_12=/abs/python3.12 etc. (use this interpreter for that version),
 #      TEMPLATE_ALL_SUITES=1 (run the whole baked suite of every combination; by default
-#      only the default runs its guarantees suite, those marked full_suite in
-#      tests/combos.py their fault-injection tests, and skip_modules are left out; much
-#      slower),
+#      the default runs all of it, the other combinations only the paths of their
+#      `modules` in tests/combos.py (SMOKE: what their options can change); much slower),
 #      TEMPLATE_SUITE_ARGS='-m "not slow"' (extra pytest args for the baked suites; for quick
 #      local runs: skips their fault-injection tests).
 #      GUARANTEES_FAST=0 (the baked suites' guarantees scenarios with the full 30 s Kafka
