@@ -139,12 +139,7 @@ start_worker() {
       -cp "$LIBS/*" org.apache.kafka.connect.cli.ConnectDistributed "$CDIR/worker.properties" \
       </dev/null >"$CDIR/logs/connect.out" 2>&1 9>&- &
   echo "$CONNECT_PORT $KAFKA_PORT" >"$PORT_FILE"
-  local i
-  for i in $(seq 1 50); do
-    [ -s "$PID_FILE" ] && return 0
-    sleep 0.1
-  done
-  die "worker did not write $PID_FILE"
+  wait_pid_file worker
 }
 
 # Ready = JVM alive and GET /health says the worker finished starting (it has joined

@@ -120,12 +120,7 @@ start_broker() {
       -cp "$LIBS/*" kafka.Kafka "$KDIR/server.properties" \
       </dev/null >"$KDIR/logs/kafka.out" 2>&1 9>&- &
   echo "$KAFKA_PORT" >"$PORT_FILE"
-  local i
-  for i in $(seq 1 50); do
-    [ -s "$PID_FILE" ] && return 0
-    sleep 0.1
-  done
-  die "broker did not write $PID_FILE"
+  wait_pid_file broker
 }
 
 # Ready = JVM alive, it logged that startup finished (in KRaft that happens

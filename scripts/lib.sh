@@ -136,3 +136,13 @@ rootLogger.level = INFO
 rootLogger.appenderRef.file.ref = file
 EOF
 }
+
+# Up to 5 s for the just-started process to write $PID_FILE ($1 names it in the error).
+wait_pid_file() {
+  local i
+  for i in $(seq 1 50); do
+    [ -s "$PID_FILE" ] && return 0
+    sleep 0.1
+  done
+  die "$1 did not write $PID_FILE"
+}
