@@ -27,12 +27,12 @@ from {{ cookiecutter.package_name }}.db import Base
 {% if cookiecutter.include_example_domain -%}
 from {{ cookiecutter.package_name }}.domain import models as domain_models
 {% endif -%}
-from outbox_engine.store import audit, pauses
+from outbox_engine.store import audit, capture, pauses
 from outbox_engine.store.metadata import ENGINE_METADATA
 
 # Importing the model modules registers their tables on Base.metadata; the engine's own
-# tables (the pauses and the operator audit log) are on ENGINE_METADATA.
-MODEL_MODULES = {% if cookiecutter.include_example_domain %}(items, domain_models, audit, pauses){% else %}(items, audit, pauses){% endif %}
+# tables (the pauses, the operator audit log, the Debezium capture tables) are on ENGINE_METADATA.
+MODEL_MODULES = {% if cookiecutter.include_example_domain %}(items, domain_models, audit, capture, pauses){% else %}(items, audit, capture, pauses){% endif %}
 
 # Created by the migrations, read and written with SQL by the engine (outbox_engine/store/backfill.py).
 UNMODELLED_TABLES = frozenset({"outbox_backfills"})

@@ -119,7 +119,9 @@ class BoxConfig(_Strict):
 
 
 class OutboxBoxConfig(BoxConfig):
-    pass
+    # Who sends the box's items: the service's own worker, or Debezium on Kafka Connect
+    # reading the WAL (docs/debezium.md). Switch with `debezium-switch`, then set this.
+    relay: Literal["worker", "debezium"] = "worker"
 
 
 class InboxBoxConfig(BoxConfig):

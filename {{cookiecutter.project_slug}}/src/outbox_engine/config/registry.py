@@ -75,6 +75,10 @@ class Box:
         return f"box_{self.name}"
 
     @property
+    def relayed_by_debezium(self) -> bool:
+        return getattr(self.config, "relay", "worker") == "debezium"
+
+    @property
     def inbox_config(self) -> InboxBoxConfig:
         assert isinstance(self.config, InboxBoxConfig)
         return self.config
@@ -141,6 +145,10 @@ class BoxRegistry:
                         raise ConfigError(f"{t_where}.args: {exc}") from None
                     _check_handler_model(box, transport_config.event_name, transport, t_where)
                     box.transports.append(BoundTransport(transport_config.event_name, transport))
+                if getattr(box_config, "relay", "worker") == "debezium":
+                    from outbox_engine.debezium.connector import debezium_topic
+
+                    debezium_topic(box)
                 self._boxes[name] = box
                 self._by_class[item_class] = box
 
