@@ -323,7 +323,8 @@ def test_connect_is_built_here_and_waits_for_kafka_and_postgres(
     assert (CONNECT_DIR / "Dockerfile").is_file()
     assert depends_on(connect) == {"kafka": "service_healthy", "postgres": "service_healthy"}
     assert connect["restart"] == "unless-stopped"
-    assert "8083:8083" in {str(port) for port in connect["ports"]}
+    # The REST API has no authentication: published on the host's loopback only.
+    assert [str(port) for port in connect["ports"]] == ["127.0.0.1:8083:8083"]
 
 
 def test_connect_healthcheck_asks_the_rest_api_for_health(services: dict[str, Service]) -> None:
