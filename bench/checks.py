@@ -1,17 +1,19 @@
-"""What must hold in every run for ours and the baseline (peers are only reported): nothing
-lost, no per-key order violation, no inbox row stored twice, every timed run settled."""
+"""What must hold in every run for ours (worker and Debezium) and the baseline (peers are
+only reported): nothing lost, no per-key order violation, no inbox row stored twice, every
+timed run settled."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .sizes import Sizes
+from .systems import OWN_SYSTEMS
 
 
 def correctness(results: dict[str, list[dict[str, Any]]], sizes: Sizes) -> list[str]:
     failures = []
     for d in results.get("drain", []):
-        if d["system"] in ("ours", "baseline"):
+        if d["system"] in OWN_SYSTEMS:
             if not d["complete"]:
                 failures.append(
                     f"drain {d['system']} w{d['workers']}: {d['delivered']}/{sizes.backlog} delivered"
@@ -24,7 +26,7 @@ def correctness(results: dict[str, list[dict[str, Any]]], sizes: Sizes) -> list[
         for problem in d["problems"]:
             failures.append(f"drain {d['system']} w{d['workers']}: {problem}")
     for s in results.get("steady", []):
-        if s["system"] in ("ours", "baseline") and (s["undelivered"] or s["order_violations"]):
+        if s["system"] in OWN_SYSTEMS and (s["undelivered"] or s["order_violations"]):
             failures.append(
                 f"steady {s['system']} {s['rate']}/s: {s['undelivered']} undelivered, "
                 f"{s['order_violations']} order violations"

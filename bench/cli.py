@@ -32,6 +32,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="comma-separated peers, or none (default: all; quick: none)",
     )
     parser.add_argument(
+        "--debezium",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run ours-debezium: the outbox box relayed by Debezium on Kafka Connect "
+        "(run.sh starts Connect; default: on, quick: off)",
+    )
+    parser.add_argument(
         "--out", type=Path, default=ROOT / "docs", help="where benchmarks.md and img/ go"
     )
     parser.add_argument(
@@ -58,6 +65,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "the load is still measured and recorded)",
     )
     args = parser.parse_args(argv)
+    if args.debezium is None:
+        args.debezium = not args.quick
     args.selected = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     unknown = set(args.selected) - set(NAMES)
     if unknown or not args.selected:

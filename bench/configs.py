@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def config_lines(sizes: Any, peers: list[str]) -> list[str]:
+def config_lines(sizes: Any, peers: list[str], debezium: bool = False) -> list[str]:
     lines = [
         "Common to all: the same items (~1 KB JSON value with its sequence number, key = one of "
         f"{sizes.keys:,} keys, so per-key order is checkable), an {8}-partition topic per run, "
@@ -28,6 +28,19 @@ def config_lines(sizes: Any, peers: list[str]) -> list[str]:
         "ANY(...)`, loop; LISTEN/NOTIFY when idle. Rows are kept. Inbox: batches of 500, one "
         "`unnest` INSERT ... ON CONFLICT (uuid) DO NOTHING, then a synchronous offset commit.",
     ]
+    if debezium:
+        lines.append(
+            "- **ours-debezium**: the same bake with `relay: debezium` for its outbox box: "
+            "Debezium's PostgreSQL connector (pgoutput, one task) with the outbox event router "
+            "on Kafka Connect (distributed mode, one worker, scripts/connect.sh), configured by "
+            "the engine's `connector_config` unchanged (every key and why: the baked project's "
+            "docs/debezium.md) and registered per run through the engine's `register` (its own "
+            "publication and slot first), then the box switched with `switch_to_debezium`. "
+            "Drain: the switch copies the backlog's pending items to the capture table in one "
+            "transaction (N items committed at once); one case, as the connector has one task. "
+            "Steady: the trigger captures each item in its transaction. Items written as for "
+            "ours. The connector is deleted and its slot dropped after every run."
+        )
     if "faststream-outbox" in peers:
         lines.append(
             "- **faststream-outbox**: its documented relay, an `OutboxBroker` subscriber "

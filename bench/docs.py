@@ -11,12 +11,13 @@ from .envs import ROOT
 from .loop import Outcome
 from .ratios import all_rows, spreads
 from .registry import SCENARIOS
+from .systems import OWN_SYSTEMS
 
 
 def write(out: Path, outcome: Outcome, systems: list[str], meta: dict[str, Any]) -> None:
     results: dict[str, list[dict[str, Any]]] = {s.key: [] for s in SCENARIOS}
     results.update(outcome.results)
-    peers = [s for s in systems if s not in ("ours", "baseline")]
+    peers = [s for s in systems if s not in OWN_SYSTEMS]
     meta["per_repeat"] = all_rows(list(SCENARIOS), results, systems)
     meta["spreads"] = spreads(meta["per_repeat"])
     meta["targets"] = targets.target_rows(

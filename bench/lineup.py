@@ -1,14 +1,17 @@
-"""Which systems run, and their environments: the baked project (ours), the peers from the
-package index (each in its own venv), and the raw baseline (the bench's own venv)."""
+"""Which systems run, and their environments: the baked project (ours), the same project
+with its outbox box relayed by Debezium (ours-debezium, unless --no-debezium), the peers from
+the package index (each in its own venv), and the raw baseline (the bench's own venv)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
+from .debezium import boxes_file
 from .envs import PEERS, bake_project, cache_dir, log, make_venv, versions
-from .systems import System
+from .systems import OURS_DEBEZIUM, System
 
 PEER_DRIVERS = {
     "faststream-outbox": ("faststream_outbox_driver.py", ["faststream", "confluent-kafka"]),
@@ -33,6 +36,22 @@ def build_systems(
     ours = System("ours", project.python, "ours.py", services, project=project, inbox=True)
     ours.versions = {"order-service (baked)": "template HEAD"}
     systems = [ours]
+    if args.debezium:
+        connect = os.environ.get("TEST_CONNECT_URL")
+        if not connect:
+            raise SystemExit(
+                "--debezium: TEST_CONNECT_URL is not set (bench/run.sh starts Connect)"
+            )
+        debezium = System(
+            OURS_DEBEZIUM,
+            project.python,
+            "ours_debezium.py",
+            {**services, "CONNECT_URL": connect},
+            project=project,
+            boxes_file=boxes_file(project, workdir),
+        )
+        debezium.versions = {"order-service (baked)": "template HEAD, relay: debezium"}
+        systems.append(debezium)
     for peer in chosen_peers(args):
         log(f"installing {peer} into its own venv")
         python = make_venv(cache_dir() / "venvs" / peer, PEERS[peer])

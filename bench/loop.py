@@ -92,7 +92,7 @@ def run_plan(ctx: Context, plan: Plan) -> Outcome:
         log(f"repeat {repeat + 1}/{plan.repeats}: order {', '.join(names)} (seed {plan.seed})")
         for scenario in plan.scenarios:
             for case in scenario.cases(plan.sizes):
-                systems = [by_name[n] for n in names if scenario.applies(by_name[n])]
+                systems = [by_name[n] for n in names if scenario.applies(by_name[n], case)]
                 for position, system in enumerate(systems):
                     result = attempt(ctx, scenario, system, case, plan.sizes, wait_s)
                     wait_s = plan.run_wait_s

@@ -16,7 +16,7 @@ from .loop import Outcome, settle_counts
 from .pg import Postgres
 from .settle import QUIET_LOAD
 from .sizes import Sizes
-from .systems import System
+from .systems import OURS_DEBEZIUM, OWN_SYSTEMS, System
 
 
 def load_note(outcome: Outcome) -> str:
@@ -60,7 +60,7 @@ def metadata(
     outcome: Outcome,
     run_wait_s: float,
 ) -> dict[str, Any]:
-    peers = [s.name for s in systems if s.name not in ("ours", "baseline")]
+    peers = [s.name for s in systems if s.name not in OWN_SYSTEMS]
     return {
         "repeats": repeats,
         "seed": outcome.seed,
@@ -123,5 +123,5 @@ def metadata(
             "INSERT and a NOTIFY. Added time per tx = tx/s without / tx/s with - 1."
         ),
         "targets": [],  # filled from the results in docs.write
-        "configs": config_lines(sizes, peers),
+        "configs": config_lines(sizes, peers, debezium=OURS_DEBEZIUM in [s.name for s in systems]),
     }

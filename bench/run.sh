@@ -2,11 +2,13 @@
 # THE benchmark command of the template repository:
 #
 #   ./bench/run.sh [--quick] [--repeats N] [--seed N] [--peers a,b|none] [--scenarios x,y]
-#                  [--wait-quiet MIN] [--quiet-wait SEC] [--out DIR] [--docs]
+#                  [--[no-]debezium] [--wait-quiet MIN] [--quiet-wait SEC] [--out DIR] [--docs]
 #
 # 1. ensures uv (the tooling venv .venv, as scripts/test.sh makes it) and the bench venv
 #    (Python 3.12: cookiecutter, asyncpg, confluent-kafka, matplotlib);
-# 2. starts (or reuses) PostgreSQL and Kafka without Docker (scripts/services-up.sh);
+# 2. starts (or reuses) PostgreSQL and Kafka without Docker (scripts/services-up.sh), and
+#    Kafka Connect with Debezium for ours-debezium (--with-connect; not for --quick unless
+#    --debezium, never with --no-debezium);
 # 3. runs python -m bench: bakes the default project, installs it and the peers
 #    (faststream-outbox, omni-box) into their own venvs, and runs every scenario through one
 #    loop: interleaved per repeat, the order of the systems rotated per repeat from a printed
@@ -55,10 +57,27 @@ fi
 "$UV" pip install --quiet --python "$BENCH_VENV/bin/python" \
   "cookiecutter>=2.6" "asyncpg>=0.30" "confluent-kafka>=2.6" "matplotlib>=3.8" "pyyaml>=6"
 
-log "starting PostgreSQL and Kafka (scripts/services-up.sh)"
-services_env="$("$ROOT/scripts/services-up.sh")" || die "scripts/services-up.sh failed"
+# Kafka Connect for ours-debezium (bench/debezium.py): as bench/cli.py decides, on unless
+# --no-debezium, or --quick without --debezium.
+with_connect=1 quick=0 debezium=""
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=1 ;;
+    --debezium) debezium=1 ;;
+    --no-debezium) debezium=0 ;;
+  esac
+done
+if [ "$debezium" = 0 ] || { [ "$quick" = 1 ] && [ -z "$debezium" ]; }; then with_connect=0; fi
+if [ "$with_connect" = 1 ]; then
+  log "starting PostgreSQL, Kafka and Kafka Connect (scripts/services-up.sh --with-connect)"
+  services_env="$("$ROOT/scripts/services-up.sh" --with-connect)" || die "scripts/services-up.sh failed"
+else
+  log "starting PostgreSQL and Kafka (scripts/services-up.sh)"
+  services_env="$("$ROOT/scripts/services-up.sh")" || die "scripts/services-up.sh failed"
+fi
 eval "$services_env"
 export TEST_DATABASE_URL TEST_KAFKA_BOOTSTRAP_SERVERS
+if [ "$with_connect" = 1 ]; then export TEST_CONNECT_URL; fi
 
 unset VIRTUAL_ENV PYTHONPATH PYTHONHOME
 export BENCH_UV="$UV" BENCH_PYTHON_3_12="$PY312" BENCH_CACHE_DIR="$CACHE"

@@ -6,6 +6,8 @@ returns one plain dict of results.
 
 - drain: a filled backlog, W relay processes, msgs/s = distinct messages / (last
   first-seen - first first-seen) on the topic.
+- ours-debezium (drain and steady): Debezium on Kafka Connect instead of relay processes,
+  set up and torn down per run by bench/debezium.py.
 - steady: paced transactions for `duration`, latency = consumer receive time - commit
   time, per item (commit time taken by the load process right after COMMIT returned).
 - inbox: a pre-filled input topic with duplicates, the system's consumer from scratch,
@@ -20,11 +22,11 @@ import statistics
 import time
 from typing import Any
 
-from . import procs
+from . import debezium, procs
 from .context import PARTITIONS, Context
 from .kafka_io import TopicReader
 from .sizes import Sizes
-from .systems import System
+from .systems import OWN_SYSTEMS, System
 
 Case = dict[str, Any]
 
@@ -39,9 +41,11 @@ def _stop_all(children: list[procs.Child]) -> list[str]:
 
 
 def drain(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -> dict[str, Any]:
+    if system.debezium:
+        return debezium.drain(ctx, system, run_db, sizes, case)
     workers: int = case["workers"]
     backlog = sizes.backlog
-    peer = system.name not in ("ours", "baseline")
+    peer = system.name not in OWN_SYSTEMS
     cap_seconds = sizes.peer_cap if peer else sizes.drain_timeout
     topic = ctx.topic(f"drain-{system.name}-w{workers}")
     reader = TopicReader(ctx.bootstrap, topic, PARTITIONS, backlog)
@@ -95,20 +99,27 @@ def steady(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) 
     reader = TopicReader(ctx.bootstrap, topic, PARTITIONS, total)
     reader.start()
     env = procs.base_env(**system.env(ctx.pg.url(run_db), topic))
-    relay = procs.Child(
-        system.relay_cmd(topic), env, ctx.logs / f"{system.name}-steady-{rate}.log", ctx.logs
-    )
-    time.sleep(4.0)  # imports, connections, bucket ownership
     out = ctx.logs / f"{system.name}-steady-{rate}-commits.json"
-    procs.run(
-        system.load_cmd(0, tx_rate, per_tx, duration + warmup, ctx.keys, ctx.size, out),
-        env,
-        ctx.logs / f"{system.name}-steady-{rate}-load.log",
-        ctx.logs,
-        timeout=duration * 20 + 120,
-    )
-    reader.wait(15.0)
-    problems = _stop_all([relay])
+
+    def load(env: dict[str, str]) -> None:
+        procs.run(
+            system.load_cmd(0, tx_rate, per_tx, duration + warmup, ctx.keys, ctx.size, out),
+            env,
+            ctx.logs / f"{system.name}-steady-{rate}-load.log",
+            ctx.logs,
+            timeout=duration * 20 + 120,
+        )
+
+    if system.debezium:
+        problems = debezium.steady_delivery(ctx, system, run_db, topic, reader, load)
+    else:
+        relay = procs.Child(
+            system.relay_cmd(topic), env, ctx.logs / f"{system.name}-steady-{rate}.log", ctx.logs
+        )
+        time.sleep(4.0)  # imports, connections, bucket ownership
+        load(env)
+        reader.wait(15.0)
+        problems = _stop_all([relay])
     loaded = json.loads(out.read_text())
     commits: dict[int, float] = {int(s): float(t) for s, t in loaded["commits"]}
     skip = round(tx_rate * warmup) * per_tx

@@ -15,6 +15,9 @@ from pathlib import Path
 from .envs import DRIVERS, Project
 
 PLACEHOLDER_TOPIC = "bench-placeholder"
+OURS_DEBEZIUM = "ours-debezium"
+# Not peers: ours (the worker), ours relayed by Debezium, and the raw baseline.
+OWN_SYSTEMS = ("ours", OURS_DEBEZIUM, "baseline")
 
 
 @dataclass
@@ -25,6 +28,9 @@ class System:
     services: dict[str, str]
     project: Project | None = None
     inbox: bool = False
+    # The baked project with its outbox box `relay: debezium` (bench/debezium.py): this
+    # boxes file, and Kafka Connect at services["CONNECT_URL"] instead of a relay process.
+    boxes_file: Path | None = None
     notes: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
 
@@ -51,7 +57,13 @@ class System:
                     "CONSUMER_PROBE_PORT": "0",
                 }
             )
+        if self.boxes_file is not None:
+            env["BOXES_FILE"] = str(self.boxes_file)
         return env
+
+    @property
+    def debezium(self) -> bool:
+        return self.boxes_file is not None
 
     def driver_cmd(self, verb: str, *args: str) -> list[str]:
         command = [str(self.python), str(DRIVERS / self.driver), verb, *args]
