@@ -35,7 +35,9 @@ def throughput_bars(drains: list[dict[str, Any]], systems: list[str], path: Path
             capsize=3,
             label=f"{workers} worker process{'es' if workers > 1 else ''}",
         )
-        axis.bar_label(bars, labels=[f"{m:,.0f}" if m else "" for m in medians], fontsize=8, padding=2)
+        axis.bar_label(
+            bars, labels=[f"{m:,.0f}" if m else "" for m in medians], fontsize=8, padding=2
+        )
     axis.set_xticks([i + width * (len(worker_counts) - 1) / 2 for i in range(len(systems))])
     axis.set_xticklabels(systems)
     axis.set_ylabel("messages/s (distinct ids seen on the topic)")
