@@ -5,26 +5,43 @@ worker settings apart from the addresses.
 
 The scripts are not in a baked project, so this cross-check lives in the template's tests:
 a version bumped in connect.sh and not in the image (or the other way round) fails here.
-The jar comparison runs Maven for real (as connect.sh does; its cache makes it fast).
+The jar comparison runs Maven for real (as connect.sh does; its cache makes it fast). There
+is no Docker engine in the test environment, so the image's runtime is checked without it:
+its entrypoint, Java options, worker and log configuration, on the jars its build step
+resolves, start a worker on the test Kafka that the compose healthcheck finds healthy and
+that lists Debezium's plugins (`-m connect`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shlex
 import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
+from confluent_kafka.admin import AdminClient
 
-from conftest import REPO_ROOT, TEMPLATE_DIR, clean_env, run
+from conftest import REPO_ROOT, SERVICES_HOW_TO, TEMPLATE_DIR, clean_env, note, run
+from connect_support import BYTE_ARRAY_CONVERTER, EVENT_ROUTER, POSTGRES_CONNECTOR, http
 
 CONNECT_SH = REPO_ROOT / "scripts" / "connect.sh"
 LIB_SH = REPO_ROOT / "scripts" / "lib.sh"
 CONNECT_DIR = TEMPLATE_DIR / "deploy" / "connect"
 DOCKERFILE = CONNECT_DIR / "Dockerfile"
+COMPOSE = TEMPLATE_DIR / "docker-compose.yml"
 POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+WORKER_START_TIMEOUT_S = 180
 
 # connect.sh's shell variable -> the Dockerfile's ARG of the same version.
 VERSIONS = {
@@ -212,22 +229,23 @@ def test_the_worker_settings_are_connect_sh_settings() -> None:
     assert native["connector.client.config.override.policy"] == "All"
 
 
-def test_the_image_build_resolves_exactly_connect_sh_jars(tmp_path: Path) -> None:
-    """Runs the Dockerfile's RUN mvn ... (its /build replaced by a temp dir) and lib.sh's
-    mvn_copy_jars on connect.sh's pom: the same jar files, byte for byte."""
+@pytest.fixture(scope="module")
+def image_libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The image's jars: the Dockerfile's RUN mvn ... (its /build replaced by a temp dir)."""
     if shutil.which("mvn") is None:
-        pytest.fail(
-            "mvn is not installed: run the tests with ./scripts/test.sh (connect.sh installs it)"
-        )
-    args = build_args()
-    build = tmp_path / "build"
-    build.mkdir()
+        pytest.fail("mvn is missing: run the tests with ./scripts/test.sh (connect.sh installs it)")
+    build = tmp_path_factory.mktemp("image-build")
     shutil.copy(CONNECT_DIR / "pom.xml", build / "pom.xml")
     script = the_mvn_run().replace("/build/", f"{build}/")
     # Docker runs RUN with /bin/sh -c and the stage's ARGs in the environment.
-    run(["sh", "-c", script], cwd=build, env={**clean_env(), **args}, timeout=900)
-    image_jars = jars(build / "libs")
+    run(["sh", "-c", script], cwd=build, env={**clean_env(), **build_args()}, timeout=900)
+    return build / "libs"
 
+
+def test_the_image_build_resolves_exactly_connect_sh_jars(image_libs: Path, tmp_path: Path) -> None:
+    """The image's build step and lib.sh's mvn_copy_jars on connect.sh's pom: the same jar
+    files, byte for byte."""
+    image_jars = jars(image_libs)
     native = tmp_path / "native"
     native.mkdir()
     (native / "pom.xml").write_text(connect_sh_pom(), encoding="utf-8")
@@ -255,3 +273,139 @@ def test_the_image_build_resolves_exactly_connect_sh_jars(tmp_path: Path) -> Non
     artifacts = [re.sub(r"-\d[\w.-]*\.jar$", "", name) for name in image_jars]
     assert len(artifacts) == len(set(artifacts)), sorted(image_jars)
     assert len(image_jars) > 50
+
+
+# --- the image's runtime, without Docker ---------------------------------------------------
+
+
+def compose_healthcheck() -> str:
+    """The bash command of the `connect` service's healthcheck (the compose file holds
+    Jinja, so only its one healthcheck line is parsed)."""
+    lines = [
+        line for line in COMPOSE.read_text(encoding="utf-8").splitlines() if "/dev/tcp/" in line
+    ]
+    assert len(lines) == 1, lines
+    test = yaml.safe_load(lines[0].strip().removeprefix("test:"))
+    assert test[:3] == ["CMD", "bash", "-c"]
+    return str(test[3])
+
+
+def healthy(check: str) -> bool:
+    done = subprocess.run(["bash", "-c", check], capture_output=True, timeout=30, check=False)
+    return done.returncode == 0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def java_options() -> str:
+    envs = [arguments for keyword, arguments in instructions() if keyword == "ENV"]
+    options = [e.split("=", 1)[1] for e in envs if e.startswith("JDK_JAVA_OPTIONS=")]
+    assert len(options) == 1, envs
+    return options[0].strip('"')
+
+
+def log_tail(path: Path) -> str:
+    """The ERROR lines and the last lines of a worker's output, each cut to 300 characters
+    (Connect's start logs its whole classpath on one line)."""
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    errors = [line for line in lines if " ERROR " in line][-10:]
+    return "\n".join(line[:300] for line in [*errors, "----", *lines[-30:]])
+
+
+@pytest.fixture
+def kafka() -> str:
+    servers = os.environ.get("TEST_KAFKA_BOOTSTRAP_SERVERS")
+    if not servers:
+        pytest.fail(SERVICES_HOW_TO, pytrace=False)
+    return servers
+
+
+@pytest.fixture
+def worker_group(kafka: str) -> Iterator[str]:
+    """A group id of its own; its three internal topics are deleted afterwards."""
+    group = f"image-check-{uuid.uuid4().hex[:8]}"
+    yield group
+    client = AdminClient({"bootstrap.servers": kafka})
+    topics = [t for t in client.list_topics(timeout=10).topics if t.startswith(group)]
+    for future in client.delete_topics(topics).values() if topics else ():
+        future.result(timeout=30)
+
+
+@pytest.mark.services
+@pytest.mark.connect
+def test_the_images_worker_starts_healthy_with_debezium(
+    image_libs: Path, tmp_path: Path, kafka: str, worker_group: str
+) -> None:
+    """The image's ENTRYPOINT, JDK_JAVA_OPTIONS, worker.properties (addresses and group
+    replaced) and log4j2.properties on the image's jars: the compose healthcheck fails before
+    the worker is up and passes once it is, the worker lists the connector, the outbox router
+    and the byte-array converter, and it logs to stdout."""
+    port = free_port()
+    config = tmp_path / "config"
+    config.mkdir()
+    addresses = {
+        "bootstrap.servers": kafka,
+        "group.id": worker_group,
+        "config.storage.topic": f"{worker_group}-configs",
+        "offset.storage.topic": f"{worker_group}-offsets",
+        "status.storage.topic": f"{worker_group}-status",
+        "listeners": f"http://127.0.0.1:{port}",
+        "rest.advertised.host.name": "127.0.0.1",
+        "rest.advertised.port": str(port),
+    }
+    assert set(addresses) == ADDRESS_KEYS
+    lines = []
+    for line in (CONNECT_DIR / "worker.properties").read_text(encoding="utf-8").splitlines():
+        key = line.split("=", 1)[0].strip()
+        lines.append(f"{key}={addresses[key]}" if key in addresses else line)
+    worker = "\n".join(lines) + "\n"
+    assert "{{" not in worker, "Jinja outside the address settings"
+    (config / "worker.properties").write_text(worker, encoding="utf-8")
+    shutil.copy(CONNECT_DIR / "log4j2.properties", config / "log4j2.properties")
+
+    def local(text: str) -> str:
+        return text.replace("/opt/connect/libs", str(image_libs)).replace(
+            "/opt/connect/config", str(config)
+        )
+
+    entrypoint = yaml.safe_load([a for k, a in instructions() if k == "ENTRYPOINT"][-1])
+    argv = [local(part) for part in entrypoint]
+    env = clean_env(JDK_JAVA_OPTIONS=local(java_options()))
+    check = compose_healthcheck().replace("/8083 ", f"/{port} ")
+    assert str(port) in check
+    assert not healthy(check), "the healthcheck passes with no worker"
+
+    output = tmp_path / "connect.out"
+    started = time.monotonic()
+    with output.open("wb") as sink:
+        process = subprocess.Popen(
+            argv, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        while not healthy(check):
+            assert process.poll() is None, f"worker exited:\n{log_tail(output)}"
+            assert time.monotonic() - started < WORKER_START_TIMEOUT_S, (
+                f"not healthy after {WORKER_START_TIMEOUT_S} s:\n{log_tail(output)}"
+            )
+            time.sleep(1)
+        elapsed = time.monotonic() - started
+        plugins = http("GET", f"http://127.0.0.1:{port}/connector-plugins?connectorsOnly=false")
+        classes = {plugin["class"] for plugin in plugins}
+        assert {POSTGRES_CONNECTOR, EVENT_ROUTER, BYTE_ARRAY_CONVERTER} <= classes
+        debezium = [p for p in plugins if p["class"] == POSTGRES_CONNECTOR]
+        assert debezium[0]["version"] == connect_sh_defaults()["DEBEZIUM_VERSION"]
+        log = output.read_text(encoding="utf-8", errors="replace")
+        assert re.search(r"^\[[\d-]+ [\d:,]+\] INFO .*\(org\.apache\.kafka\.connect", log, re.M)
+        note(f"connect image: worker healthy after {elapsed:.1f} s ({shlex.join(argv[:2])} ...)")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=30)
