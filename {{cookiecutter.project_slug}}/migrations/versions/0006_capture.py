@@ -1,8 +1,8 @@
 """The Debezium relay's tables and trigger function (docs/debezium.md).
 
 `outbox_capture` holds each item of a box relayed by Debezium as the message the worker
-would send (Debezium's outbox router reads it from the WAL); `outbox_capture_heartbeat`
-gets the connector's heartbeats. The functions are created here; the trigger that uses
+would send (Debezium's outbox router reads it from the WAL), and the connector's
+heartbeats. The functions are created here; the trigger that uses
 them is added to a box's table by `debezium-switch`, not by a migration, because which
 boxes Debezium relays is configuration.
 
@@ -48,14 +48,6 @@ def upgrade() -> None:
         ["captured_at"],
         postgresql_using="brin",
     )
-    op.create_table(
-        "outbox_capture_heartbeat",
-        sa.Column("id", sa.BigInteger(), sa.Identity(always=False), primary_key=True),
-        sa.Column(
-            "beat_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
-        ),
-        sa.PrimaryKeyConstraint("id", name="pk_outbox_capture_heartbeat"),
-    )
     for statement in CAPTURE_FUNCTIONS_SQL:
         op.execute(statement)
 
@@ -63,6 +55,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     for statement in DROP_FUNCTIONS_SQL:
         op.execute(statement)
-    op.drop_table("outbox_capture_heartbeat")
     op.drop_index("ix_outbox_capture_captured_at", table_name="outbox_capture")
     op.drop_table("outbox_capture")

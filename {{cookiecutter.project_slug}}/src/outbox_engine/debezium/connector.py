@@ -10,9 +10,10 @@ profile registers it. Why each group of settings:
   from `topic`, key from `event_key`, value the exact `payload` bytes
   (`binary.handling.mode=bytes` + ByteArrayConverter), and the headers from their columns in
   the worker's order. Its own `id` header and Debezium's context headers are dropped.
-* Heartbeats insert into the heartbeat table, so the slot's confirmed position moves on when
-  no item is captured (else the WAL of other writes piles up behind an idle slot); the
-  heartbeat table's changes and Debezium's heartbeat records are filtered out before Kafka.
+* Heartbeats: every 10 s the connector inserts a capture row addressed to the relay's
+  heartbeat topic, so offsets are committed and the slot's confirmed position moves on
+  when no item is captured (else the WAL of the database's other writes piles up behind an
+  idle slot). Debezium's own heartbeat records (structs, not bytes) are filtered out.
 * Throughput settings measured on this kind of machine (DESIGN notes): bigger batches and
   queue, a short poll, a producer that batches (linger 5 ms) and is idempotent.
 """
@@ -26,7 +27,7 @@ from uuid import UUID
 
 from outbox_engine.config.boxes import ConfigError
 from outbox_engine.config.registry import Box
-from outbox_engine.store.capture import CAPTURE_TABLE, HEADER_COLUMNS, HEARTBEAT_TABLE
+from outbox_engine.store.capture import CAPTURE_TABLE, HEADER_COLUMNS, heartbeat_sql
 from outbox_engine.transports.base import ItemRecord
 
 POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
@@ -46,6 +47,12 @@ class DebeziumNames:
     slot: str
     publication: str
     topic_prefix: str
+
+    @property
+    def heartbeat_topic(self) -> str:
+        """Where the connector's heartbeats go (capture rows of their own, see
+        store/capture.py): a topic of the relay, not of any box."""
+        return f"{self.topic_prefix}.outbox-heartbeat"
 
     @classmethod
     def for_service(cls, slug: str, package: str) -> DebeziumNames:
@@ -85,7 +92,7 @@ def connector_config(
         "slot.name": names.slot,
         "publication.name": names.publication,
         "publication.autocreate.mode": "disabled",
-        "table.include.list": f"{schema}.{CAPTURE_TABLE},{schema}.{HEARTBEAT_TABLE}",
+        "table.include.list": f"{schema}.{CAPTURE_TABLE}",
         "snapshot.mode": "no_data",
         "tombstones.on.delete": "false",
         "binary.handling.mode": "bytes",
@@ -93,7 +100,7 @@ def connector_config(
         "value.converter": BYTE_ARRAY_CONVERTER,
         "extended.headers.enabled": "false",
         "heartbeat.interval.ms": str(HEARTBEAT_MS),
-        "heartbeat.action.query": f"INSERT INTO {schema}.{HEARTBEAT_TABLE} DEFAULT VALUES",
+        "heartbeat.action.query": heartbeat_sql(names.heartbeat_topic),
         "max.batch.size": "16384",
         "max.queue.size": "65536",
         "poll.interval.ms": "20",
@@ -103,9 +110,7 @@ def connector_config(
         "producer.override.enable.idempotence": "true",
         "predicates": "beats",
         "predicates.beats.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
-        "predicates.beats.pattern": (
-            rf"__debezium-heartbeat\.{prefix}|{prefix}\.{schema}\.{HEARTBEAT_TABLE}"
-        ),
+        "predicates.beats.pattern": rf"__debezium-heartbeat\.{prefix}",
         "transforms": "beats,outbox,dropid",
         "transforms.beats.type": "org.apache.kafka.connect.transforms.Filter",
         "transforms.beats.predicate": "beats",

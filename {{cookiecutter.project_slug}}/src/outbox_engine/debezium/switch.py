@@ -88,13 +88,13 @@ async def switch_to_worker(
         await capture.drop_capture(conn, box.table_name)
     async with engine.begin() as conn:
         lsn = await capture.current_lsn(conn)
-        await capture.beat(conn)
+        await capture.beat(conn, names.heartbeat_topic)
     started = time.monotonic()
     async with engine.connect() as conn:
         state = await slots.slot_state(conn, names.slot)
     if was and state.exists:
         try:
-            await slots.wait_confirmed(engine, names.slot, lsn, timeout_s)
+            await slots.wait_confirmed(engine, names.slot, lsn, names.heartbeat_topic, timeout_s)
         except TimeoutError as exc:
             raise SwitchRefused(
                 f"{exc}: Debezium has not yet sent everything captured before the switch. "

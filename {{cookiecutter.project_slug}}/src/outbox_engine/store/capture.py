@@ -8,8 +8,8 @@ exactly the message the worker would send into `outbox_capture` (one column per 
 `created-at` text as Python's `isoformat()` writes it) and marks the item row DELIVERED:
 the worker never sees it pending, and retention deletes it like any delivered row.
 
-Only `outbox_capture` and `outbox_capture_heartbeat` are in the service's publication, which
-publishes inserts only: a capture row reaches Debezium from the WAL (its replication slot
+Only `outbox_capture` is in the service's publication, which publishes inserts only (its
+heartbeats are capture rows too: `beat`): a capture row reaches Debezium from the WAL (its replication slot
 keeps the WAL until Debezium confirms it), so the row itself may be deleted soon after
 commit (`purge_captured`), and those deletes are never sent.
 
@@ -41,7 +41,10 @@ from outbox_engine.store.metadata import ENGINE_METADATA
 from outbox_engine.store.status import ItemStatus
 
 CAPTURE_TABLE = "outbox_capture"
-HEARTBEAT_TABLE = "outbox_capture_heartbeat"
+# Heartbeats are capture rows of this pseudo box, sent to the service's heartbeat topic:
+# Kafka Connect commits a source offset only for a record it wrote to Kafka (not for one a
+# transform dropped), and Debezium confirms WAL to the slot only at such commits.
+HEARTBEAT_BOX = "__heartbeat"
 TRIGGER = "outbox_capture"
 FUNCTION = "outbox_capture_item"
 
@@ -71,13 +74,6 @@ capture_table = Table(
     Column("captured_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 Index("ix_outbox_capture_captured_at", capture_table.c.captured_at, postgresql_using="brin")
-
-heartbeat_table = Table(
-    HEARTBEAT_TABLE,
-    ENGINE_METADATA,
-    Column("id", BigInteger, Identity(always=False), primary_key=True),
-    Column("beat_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-)
 
 _HEADER_INSERT_COLUMNS = ", ".join(column for _, column in HEADER_COLUMNS)
 _INSERT_COLUMNS = (
@@ -228,15 +224,25 @@ async def current_lsn(conn: AsyncConnection) -> str:
     return str((await conn.execute(text("SELECT pg_current_wal_lsn()::text"))).scalar_one())
 
 
-async def beat(conn: AsyncConnection) -> None:
+def heartbeat_sql(topic: str) -> str:
+    """One heartbeat: a capture row to `topic` (the connector's heartbeat query too)."""
+    return (
+        f"INSERT INTO {CAPTURE_TABLE} (box, item_id, message_id, topic, event_key, event_name, "
+        f"created_at, payload) VALUES ('{HEARTBEAT_BOX}', 0, gen_random_uuid()::text, "
+        f"{_literal(topic, _TOPIC, 'topic')}, 'heartbeat', 'heartbeat', "
+        "outbox_iso_time(now()), ''::bytea)"
+    )
+
+
+async def beat(conn: AsyncConnection, topic: str) -> None:
     """A heartbeat row: a captured change after everything committed so far."""
-    await conn.execute(text(f"INSERT INTO {HEARTBEAT_TABLE} DEFAULT VALUES"))
+    await conn.execute(text(heartbeat_sql(topic)))
 
 
 async def purge_captured(engine: AsyncEngine, older_than_seconds: float, batch: int = 5000) -> int:
-    """Delete capture rows and heartbeats captured more than `older_than_seconds` ago, in
-    batches; the number of capture rows deleted. (Deletes are not published: Debezium
-    never sees them.)"""
+    """Delete capture rows (heartbeats included) captured more than `older_than_seconds`
+    ago, in batches; the number deleted. Deletes are not published: Debezium never sees
+    them, and it reads what it sends from the WAL, not from the table."""
     deleted = 0
     while True:
         async with engine.begin() as conn:
@@ -249,14 +255,6 @@ async def purge_captured(engine: AsyncEngine, older_than_seconds: float, batch: 
                 {"age": older_than_seconds, "batch": batch},
             )
             count = int(result.rowcount or 0)
-            if count < batch:
-                await conn.execute(
-                    text(
-                        f"DELETE FROM {HEARTBEAT_TABLE} "
-                        "WHERE beat_at < now() - make_interval(secs => :age)"
-                    ),
-                    {"age": max(older_than_seconds, 3600.0)},
-                )
         deleted += count
         if count < batch:
             return deleted

@@ -4,7 +4,7 @@ PostgreSQL says about them.
 The slot is created here, before the connector first starts, and not by Debezium: a box can
 only be switched to Debezium once the slot exists, so every capture row committed from then
 on is in WAL the slot holds, whatever Connect is doing. The publication carries only the
-capture and heartbeat tables, inserts only.
+capture table, inserts only.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from outbox_engine.store.capture import CAPTURE_TABLE, HEARTBEAT_TABLE
+from outbox_engine.store.capture import CAPTURE_TABLE, heartbeat_sql
 
 PLUGIN = "pgoutput"
 
@@ -53,7 +53,7 @@ async def ensure_publication(conn: AsyncConnection, publication: str) -> bool:
     if row is None:
         await conn.execute(
             text(
-                f'CREATE PUBLICATION "{publication}" FOR TABLE {CAPTURE_TABLE}, {HEARTBEAT_TABLE} '
+                f'CREATE PUBLICATION "{publication}" FOR TABLE {CAPTURE_TABLE} '
                 "WITH (publish = 'insert')"
             )
         )
@@ -67,7 +67,7 @@ async def ensure_publication(conn: AsyncConnection, publication: str) -> bool:
             )
         ).scalars()
     }
-    missing = {CAPTURE_TABLE, HEARTBEAT_TABLE} - tables
+    missing = {CAPTURE_TABLE} - tables
     if missing or not row[0]:
         raise ReplicationSetupError(
             f"publication {publication} exists but does not publish inserts of "
@@ -169,7 +169,12 @@ async def drop_slot(engine: AsyncEngine, slot: str, timeout_s: float = 20.0) -> 
 
 
 async def wait_confirmed(
-    engine: AsyncEngine, slot: str, lsn: str, timeout_s: float, poll_s: float = 0.5
+    engine: AsyncEngine,
+    slot: str,
+    lsn: str,
+    heartbeat_topic: str,
+    timeout_s: float,
+    poll_s: float = 0.5,
 ) -> float:
     """Wait until the slot's confirmed_flush_lsn reaches `lsn`: the connector has had
     everything committed before it acknowledged by Kafka. Seconds waited; TimeoutError after
@@ -177,8 +182,8 @@ async def wait_confirmed(
 
     Debezium confirms the commit position of the last transaction before the newest event
     whose offset Kafka Connect committed; so a transaction committed after `lsn` is only
-    confirmed once a later one has been read. Each poll therefore writes a heartbeat row
-    (captured, filtered out before Kafka) to give it that later transaction."""
+    confirmed once a later one has been read. Each poll therefore writes a heartbeat (a
+    capture row to the heartbeat topic) to give it that later transaction."""
     started = time.monotonic()
     async with engine.connect() as conn:
         conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
@@ -200,5 +205,5 @@ async def wait_confirmed(
                 raise TimeoutError(
                     f"slot {slot} has not confirmed WAL position {lsn} within {timeout_s:.0f} s"
                 )
-            await conn.execute(text(f"INSERT INTO {HEARTBEAT_TABLE} DEFAULT VALUES"))
+            await conn.execute(text(heartbeat_sql(heartbeat_topic)))
             await asyncio.sleep(poll_s)
