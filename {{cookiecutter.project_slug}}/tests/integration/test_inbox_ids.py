@@ -170,3 +170,54 @@ async def test_an_id_that_comes_back_with_another_payload_is_stored_as_failed_an
 
 async def _statuses(container: Container, expected: list[ItemStatus]) -> bool:
     return [r.status for r in await stored(container)] == [int(s) for s in expected]
+
+
+async def test_a_header_with_a_null_value_is_stored_as_absent(
+    container: Container, env_topics: str
+) -> None:
+    """The Debezium relay sends a null-valued header where the worker sends none (an item
+    without causation-id or trace context): the inbox stores both messages alike."""
+    bootstrap = container.settings().kafka_bootstrap_servers
+    topic = f"{env_topics}-in"
+    box = make_registry().get(INBOX_BOX)
+    ids = [uuid.uuid4() for _ in range(3)]
+    body = b'{"order_id": 7, "amount": "10.00"}'
+    common = [("event-name", b"payment_received"), ("correlation-id", b"c-7")]
+    produce(
+        bootstrap,
+        topic,
+        [
+            # As the worker sends it: no causation-id at all.
+            ("7", body, [("message-id", str(ids[0]).encode()), *common]),
+            # As Debezium sends it: the absent headers with null values.
+            (
+                "7",
+                body,
+                [
+                    ("message-id", str(ids[1]).encode()),
+                    *common,
+                    ("traceparent", None),
+                    ("causation-id", None),
+                ],
+            ),
+            # A null message-id is no id: the id is derived, as for a message without one.
+            ("7", body, [("message-id", None), *common]),
+        ],
+    )
+    async with running_consumer(container, box):
+        await wait_for(lambda: _stored_count(container, 3), within=30)
+    rows = {row.uuid: row for row in await stored(container)}
+    assert set(rows) >= {ids[0], ids[1]}
+    # Alike but for their own ids and the trace context the consumer gives each message
+    # that arrives without one.
+    own = {"message-id", "traceparent"}
+    worker_like = {k: v for k, v in rows[ids[0]].headers.items() if k not in own}
+    debezium_like = {k: v for k, v in rows[ids[1]].headers.items() if k not in own}
+    assert (
+        worker_like == debezium_like == {"event-name": "payment_received", "correlation-id": "c-7"}
+    )
+    assert rows[ids[1]].headers["message-id"] == str(ids[1])
+    assert rows[ids[1]].headers.keys() == rows[ids[0]].headers.keys()
+    (derived,) = set(rows) - {ids[0], ids[1]}
+    assert rows[derived].status != ItemStatus.FAILED
+    assert "message-id" not in rows[derived].headers

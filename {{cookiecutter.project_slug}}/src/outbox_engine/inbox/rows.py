@@ -103,6 +103,10 @@ def message_row(box: Box, message: Message) -> dict[str, Any]:
     pairs = raw_headers.items() if isinstance(raw_headers, dict) else raw_headers
     id_sources: dict[str, str] = {}
     for name, value in pairs:
+        if value is None:
+            # A header without a value is stored as absent: the Debezium relay sends a null
+            # header where the worker sends none (an item without causation-id, ...).
+            continue
         key = _clean(str(name).lower())
         # A repeated header keeps its first value, as most Kafka clients read it.
         headers.setdefault(key, _clean(_decode(value)))
