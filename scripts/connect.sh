@@ -34,6 +34,8 @@ DEBEZIUM_VERSION="${OUTBOX_DEBEZIUM_VERSION:-3.3.2.Final}"
 # the whole classpath, Connect's version, so no mixed Jackson jars end up side by side.
 JACKSON_VERSION=2.21.2
 LOG4J_VERSION=2.25.4   # slf4j 1.x binding, as kafka.sh (Connect logs through slf4j-api 1.7)
+# The compose image ({{cookiecutter.project_slug}}/deploy/connect/: Dockerfile ARGs, pom.xml,
+# worker.properties) pins the same versions, pom and settings: tests/test_connect_image.py fails when they differ.
 
 CONNECT_HOME="$STATE_DIR/connect-$KAFKA_VERSION-debezium-$DEBEZIUM_VERSION"  # cache only
 LIBS="$CONNECT_HOME/libs"
