@@ -38,6 +38,9 @@ def correctness(results: dict[str, list[dict[str, Any]]], sizes: Sizes) -> list[
             failures.append(
                 f"inbox {i['system']}: lost {i['lost']}, stored twice {i['stored_duplicates']}"
             )
+    for c in results.get("create_cost", []):
+        for problem in c.get("problems", []):
+            failures.append(f"cost {c['system']}: {problem}")
     for key, rows in results.items():
         for r in rows:
             settled = r.get("settle", {})

@@ -38,8 +38,10 @@ def config_lines(sizes: Any, peers: list[str], debezium: bool = False) -> list[s
             "publication and slot first), then the box switched with `switch_to_debezium`. "
             "Drain: the switch copies the backlog's pending items to the capture table in one "
             "transaction (N items committed at once); one case, as the connector has one task. "
-            "Steady: the trigger captures each item in its transaction. Items written as for "
-            "ours. The connector is deleted and its slot dropped after every run."
+            "Steady: the trigger captures each item in its transaction. Create cost: the "
+            "same `create()` as ours, the trigger adding the capture row, while the connector "
+            "streams. Items written as for ours. The connector is deleted and its slot dropped "
+            "after every run."
         )
     if "faststream-outbox" in peers:
         lines.append(

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,30 +58,41 @@ def _names(ctx: Context) -> str:
     return f"bench_{ctx.run_id}_dbz_{next(_COUNTER)}"
 
 
-def _up(ctx: Context, system: System, env: dict[str, str], names: str, label: str) -> Any:
-    output = procs.run(
-        system.driver_cmd("debezium-up", "--names", names),
-        env,
-        ctx.logs / f"{system.name}-{label}-up.log",
-        ctx.logs,
-        timeout=UP_TIMEOUT_S,
-    )
-    return json.loads([line for line in output.splitlines() if line.startswith("{")][-1])
+@dataclass
+class Relay:
+    """A registered connector for one run: what `debezium-up` printed (`committed_at`,
+    `copied`, `register_s`) and what went wrong taking it down."""
+
+    up: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
 
 
-def _down(ctx: Context, system: System, env: dict[str, str], names: str, label: str) -> list[str]:
-    """Delete the connector and drop the slot; what went wrong, if anything."""
+@contextmanager
+def relay(ctx: Context, system: System, env: dict[str, str], label: str) -> Iterator[Relay]:
+    """debezium-up before the block, debezium-down after it, whatever happened inside."""
+    names = _names(ctx)
+    found = Relay()
     try:
-        procs.run(
-            system.driver_cmd("debezium-down", "--names", names),
+        output = procs.run(
+            system.driver_cmd("debezium-up", "--names", names),
             env,
-            ctx.logs / f"{system.name}-{label}-down.log",
+            ctx.logs / f"{system.name}-{label}-up.log",
             ctx.logs,
-            timeout=180,
+            timeout=UP_TIMEOUT_S,
         )
-    except RuntimeError as exc:
-        return [f"debezium-down {names}: {str(exc)[-500:]}"]
-    return []
+        found.up = json.loads([x for x in output.splitlines() if x.startswith("{")][-1])
+        yield found
+    finally:
+        try:
+            procs.run(
+                system.driver_cmd("debezium-down", "--names", names),
+                env,
+                ctx.logs / f"{system.name}-{label}-down.log",
+                ctx.logs,
+                timeout=180,
+            )
+        except RuntimeError as exc:
+            found.problems.append(f"debezium-down {names}: {str(exc)[-500:]}")
 
 
 def drain(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -> dict[str, Any]:
@@ -88,14 +101,12 @@ def drain(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -
     reader = TopicReader(ctx.bootstrap, topic, PARTITIONS, backlog)
     reader.start()
     env = procs.base_env(**system.env(ctx.pg.url(run_db), topic))
-    names = _names(ctx)
-    problems: list[str] = []
     try:
-        up = _up(ctx, system, env, names, "drain")
-        complete = reader.wait(sizes.drain_timeout)
+        with relay(ctx, system, env, "drain") as connector:
+            complete = reader.wait(sizes.drain_timeout)
     finally:
         reader.stop()
-        problems += _down(ctx, system, env, names, "drain")
+    up, problems = connector.up, connector.problems
     seen = reader.result
     span = seen.span()
     committed: float = up["committed_at"]
@@ -134,16 +145,13 @@ def steady_delivery(
     """The steady scenario's relay part for Debezium: up, the paced `load()` (the same as
     for the worker), give the reader its 15 s, down. Problems seen, if any."""
     env = procs.base_env(**system.env(ctx.pg.url(run_db), topic))
-    names = _names(ctx)
     label = topic.rsplit("-", 1)[0].removeprefix("bench-")
-    problems: list[str] = []
     try:
-        up = _up(ctx, system, env, names, label)
-        if up["copied"]:
-            problems.append(f"the switch handed over {up['copied']} items on an empty box")
-        load(env)
-        reader.wait(15.0)
+        with relay(ctx, system, env, label) as connector:
+            if connector.up["copied"]:
+                connector.problems.append(f"the switch handed over {connector.up['copied']} items")
+            load(env)
+            reader.wait(15.0)
     finally:
         reader.stop()
-        problems += _down(ctx, system, env, names, label)
-    return problems
+    return connector.problems

@@ -120,7 +120,9 @@ def metadata(
             "event_key=str(order_id), event_name=..., payload=<bytes>)` (one statement: "
             "the INSERT and the pg_notify), faststream-outbox `broker.publish(doc, queue=..., session=session)`, "
             "omni-box `repo.create(domain.create_outbox_event(...))`, the baseline a prepared "
-            "INSERT and a NOTIFY. Added time per tx = tx/s without / tx/s with - 1."
+            "INSERT and a NOTIFY; ours-debezium the same create() as ours, with its box's "
+            "capture trigger writing the capture row while the connector streams. Added time "
+            "per tx = tx/s without / tx/s with - 1."
         ),
         "targets": [],  # filled from the results in docs.write
         "configs": config_lines(sizes, peers, debezium=OURS_DEBEZIUM in [s.name for s in systems]),

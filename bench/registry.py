@@ -115,7 +115,6 @@ SCENARIOS: tuple[Scenario, ...] = (
         label=lambda case: "",
         run=scenarios.create_cost,
         describe=_cost_line,
-        applies=lambda system, case: not system.debezium,
     ),
 )
 BY_NAME: dict[str, Scenario] = {s.name: s for s in SCENARIOS}

@@ -12,7 +12,8 @@ returns one plain dict of results.
   time, per item (commit time taken by the load process right after COMMIT returned).
 - inbox: a pre-filled input topic with duplicates, the system's consumer from scratch,
   rows/s = stored rows / (max(created_at) - min(created_at)).
-- create cost: one-row business transactions/s without and with one create().
+- create cost: one-row business transactions/s without and with one create() (for
+  ours-debezium with its capture trigger and the connector streaming).
 """
 
 from __future__ import annotations
@@ -188,13 +189,22 @@ def inbox(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -
 def create_cost(
     ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case
 ) -> dict[str, Any]:
-    env = procs.base_env(**system.env(ctx.pg.url(run_db)))
-    output = procs.run(
-        system.create_cost_cmd(sizes.cost_seconds, sizes.cost_rounds, ctx.size),
-        env,
-        ctx.logs / f"{system.name}-create-cost.log",
-        ctx.logs,
-    )
+    def measure(env: dict[str, str]) -> str:
+        return procs.run(
+            system.create_cost_cmd(sizes.cost_seconds, sizes.cost_rounds, ctx.size),
+            env,
+            ctx.logs / f"{system.name}-create-cost.log",
+            ctx.logs,
+        )
+
+    problems: list[str] = []
+    if system.debezium:  # the trigger captures each item, the connector streams them
+        env = procs.base_env(**system.env(ctx.pg.url(run_db), ctx.topic("cost-ours-debezium")))
+        with debezium.relay(ctx, system, env, "cost") as connector:
+            output = measure(env)
+        problems = connector.problems
+    else:
+        output = measure(procs.base_env(**system.env(ctx.pg.url(run_db))))
     result: dict[str, list[float]] = json.loads(
         [line for line in output.splitlines() if line.startswith("{")][-1]
     )
@@ -205,4 +215,5 @@ def create_cost(
         "with": with_,
         "overhead_pct": (without / with_ - 1) * 100 if with_ else float("nan"),
         "rounds": result,
+        "problems": problems,
     }

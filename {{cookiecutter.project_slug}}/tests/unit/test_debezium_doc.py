@@ -31,7 +31,7 @@ URL = "postgresql+asyncpg://app:s3cret@db.internal:6543/orders"
 NAMES = DebeziumNames.for_service(SLUG, PACKAGE)
 
 DOTTED = re.compile(r"`(outbox_engine(?:\.\w+)+)(?:\(\))?`")
-PATH = re.compile(r"`((?:src|migrations)/[\w/.]+)`")
+PATH = re.compile(r"`((?:src|migrations|deploy)/[\w/.]+)`")
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z-]*)")
 SPAN = re.compile(r"`([^`\n]+)`")
 
@@ -61,6 +61,9 @@ def invocations() -> list[tuple[str, list[str]]]:
     found = []
     for line in body.splitlines():
         for span in SPAN.findall(line) if "`" in line else [line]:
+            bare = re.fullmatch(r"(debezium-(?:config|switch|status))((?: [^`]*)?)", span)
+            if bare:  # a command named without the program in prose
+                found.append((bare.group(1), FLAG.findall(bare.group(2))))
             for match in re.finditer(rf"(?<![\w-]){re.escape(PROG)} ([a-z][a-z-]*)([^`]*)", span):
                 rest = match.group(2).split("#", 1)[0]
                 rest = re.split(rf"(?<![\w-]){re.escape(PROG)} ", rest, maxsplit=1)[0]
@@ -95,7 +98,8 @@ def test_every_command_and_option_the_doc_runs_exists() -> None:
 
 
 def test_the_switch_commands_name_both_directions() -> None:
-    switches = [flags for name, flags in invocations() if name == "debezium-switch"]
+    # Every switch the doc runs says where to (the prose also names the bare command).
+    switches = [flags for name, flags in invocations() if name == "debezium-switch" and flags]
     assert len(switches) >= 3
     assert all("--to" in flags for flags in switches)
     assert "debezium-switch {{ cookiecutter.outbox_item }}_outbox_item --to debezium" in text()
@@ -163,7 +167,8 @@ def test_capture_columns_trigger_and_names_are_the_code_s() -> None:
     columns = [c.name for c in capture.capture_table.columns if c.name != "id"]
     assert [c for c in columns if c not in spans] == []
     assert capture.CAPTURE_TABLE in spans
-    assert capture.HEARTBEAT_TABLE in spans
+    assert capture.HEARTBEAT_BOX in spans
+    assert NAMES.heartbeat_topic in spans
     assert capture.TRIGGER in spans
     assert f"{capture.FUNCTION}()" in spans
     assert NAMES.slot in spans
