@@ -15,7 +15,8 @@ profile registers it. Why each group of settings:
   when no item is captured (else the WAL of the database's other writes piles up behind an
   idle slot). Debezium's own heartbeat records (structs, not bytes) are filtered out.
 * Throughput settings measured on this kind of machine (DESIGN notes): bigger batches and
-  queue, a short poll, a producer that batches (linger 5 ms) and is idempotent.
+  queue, a short poll, a producer that batches (linger 5 ms), is idempotent and retries
+  through a Kafka outage of any length.
 """
 
 from __future__ import annotations
@@ -108,6 +109,9 @@ def connector_config(
         "producer.override.batch.size": "524288",
         "producer.override.acks": "all",
         "producer.override.enable.idempotence": "true",
+        # While Kafka is down the producer keeps retrying: with the default 2 minutes a
+        # longer outage fails the task, and a failed task waits for a manual restart.
+        "producer.override.delivery.timeout.ms": str(2**31 - 1),
         "predicates": "beats",
         "predicates.beats.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
         "predicates.beats.pattern": rf"__debezium-heartbeat\.{prefix}",
