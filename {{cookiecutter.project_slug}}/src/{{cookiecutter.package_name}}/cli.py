@@ -17,7 +17,7 @@ import typer
 from outbox_engine.config.boxes import ConfigError
 from outbox_engine.observability.probes import ProbePortTaken
 
-from .ops import bulk_commands, commands, purge_command, service_commands
+from .ops import bulk_commands, commands, debezium_commands, purge_command, service_commands
 from .ops.bulk_commands import StoppedRun
 from .ops.console import ConfirmationRefused
 from .ops.context import CliState
@@ -35,9 +35,10 @@ HELP = (
     "except check-config, generate and asyncapi; Kafka is used by worker, consumer and api. "
     "BOXES_FILE (default config/boxes.yaml) is read by every command except migrate and "
     "generate; check-config needs nothing else.\n\n"
-    "Exit codes: 0 done; 1 not confirmed; 2 bad command line, settings, boxes file or input; "
-    "3 PostgreSQL or Kafka unreachable or refusing the login; 130 interrupted (the resume "
-    "position is printed). See docs/operations.md."
+    "Exit codes: 0 done; 1 not confirmed, or a check found a problem (debezium-status, "
+    "a connector that failed); 2 bad command line, settings, boxes file or input; "
+    "3 PostgreSQL or Kafka unreachable or refusing the login (or Kafka Connect unreachable); "
+    "130 interrupted (the resume position is printed). See docs/operations.md."
 )
 
 app = typer.Typer(
@@ -82,6 +83,7 @@ service_commands.register(app)
 commands.register(app)
 bulk_commands.register(app)
 purge_command.register(app)
+debezium_commands.register(app)
 
 
 def _fail(message: object) -> None:

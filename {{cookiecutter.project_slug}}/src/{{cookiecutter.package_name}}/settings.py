@@ -96,6 +96,10 @@ class Settings(BaseSettings):
     probe_host: str = Field(default="127.0.0.1", min_length=1)
     worker_probe_port: int = Field(default=8081, ge=0, le=65535)
     consumer_probe_port: int = Field(default=8082, ge=0, le=65535)
+    # Appended to the Debezium relay's names (connector, replication slot, publication, topic
+    # prefix; debezium_names.py): for a second deployment of this service on the same
+    # PostgreSQL cluster or Kafka Connect (slots and connectors are named cluster-wide).
+    debezium_name_suffix: str = Field(default="", max_length=20, pattern=r"^[a-z0-9_]*$")
 {%- if cookiecutter.opentelemetry %}
     otel_sdk_disabled: bool = False
     otel_service_name: str | None = None

@@ -34,6 +34,7 @@ def exported_metric_names() -> set[str]:
     observer.stored(inbox, 2, 1)
     observer.consumer_lag(inbox, "t", 0, 3)
     observer.depth(box, 1, 1.0, 1)
+    observer.slot_lag("svc_outbox", 4096)
     text = render_metrics().decode()
     return {m.group(1) for m in re.finditer(r"^([a-z_]+)[{ ]", text, re.MULTILINE)}
 
@@ -59,10 +60,24 @@ def test_alert_rules_query_exported_metrics() -> None:
     rules = yaml.safe_load((DEPLOY / "alerts.yaml").read_text())
     expressions = [rule["expr"] for group in rules["groups"] for rule in group["rules"]]
     alerts = {rule["alert"] for group in rules["groups"] for rule in group["rules"]}
-    assert {"OutboxStuck", "OutboxItemsFailing", "InboxConsumerLagGrowing"} <= alerts
+    assert {
+        "OutboxStuck",
+        "OutboxItemsFailing",
+        "InboxConsumerLagGrowing",
+        "OutboxDebeziumSlotLag",
+    } <= alerts
     assert queried(expressions) - exported_metric_names() == set()
 
 
 def test_prometheus_loads_the_alert_rules() -> None:
     config = yaml.safe_load((DEPLOY / "prometheus.yaml").read_text())
     assert config["rule_files"] == ["/otel-lgtm/{{ cookiecutter.project_slug }}-alerts.yaml"]
+
+
+def test_the_slot_lag_gauge_is_exported_in_bytes_and_dropped_with_its_slot() -> None:
+    names = exported_metric_names()
+    assert "outbox_debezium_lag_bytes" in names
+    observer = OtelObserver()
+    observer.slot_lag("svc_outbox", None)  # the slot is gone: no sample rather than a stale one
+    text = render_metrics().decode()
+    assert not re.search(r'^outbox_debezium_lag_bytes\{[^}]*slot="svc_outbox"', text, re.M)

@@ -99,6 +99,11 @@ class Observer:
     def depth(self, box: Box, pending: int, oldest_age_seconds: float, deepest_bucket: int) -> None:
         """The box's backlog, sampled periodically by the worker."""
 
+    def slot_lag(self, slot: str, lag_bytes: int | None) -> None:
+        """WAL the Debezium relay's replication slot holds back (bytes between the server's
+        position and what Debezium confirmed), sampled by the worker when a box is relayed
+        by Debezium; None when the slot does not exist."""
+
 
 NO_SPAN = PublishSpan()  # what the base Observer returns: nothing to end
 _NO_SCOPE = ProcessScope()

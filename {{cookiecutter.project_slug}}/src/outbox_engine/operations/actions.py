@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from outbox_engine.config.boxes import ConfigError
 from outbox_engine.config.registry import Box, BoxRegistry
 from outbox_engine.operations.errors import NotFound, OpsError
+from outbox_engine.operations.recapture import check_relay, recapture_selected
 from outbox_engine.operations.selection import Selection
 from outbox_engine.store.actions import ActionName, change_selected, count_selected
 from outbox_engine.store.audit import write_audit
@@ -133,13 +134,19 @@ async def apply(
     *,
     actor: str,
 ) -> ActionResult:
-    """Run `action` on the selected items of `box` as `actor` (who the audit row names)."""
+    """Run `action` on the selected items of `box` as `actor` (who the audit row names).
+    On a box Debezium relays, replay captures the items again and the other actions are
+    refused (operations/recapture.py)."""
+    check_relay(box, action.name)
     effective = effective_selection(action, selection)
     if dry_run:
         rows = await count_selected(engine, box.table_name, effective)
         return ActionResult(action.name, box.name, rows, True)
     async with engine.begin() as conn:
-        changed = await change_selected(conn, box.table_name, action.name, effective)
+        if box.relayed_by_debezium:
+            changed = await recapture_selected(conn, box, effective)
+        else:
+            changed = await change_selected(conn, box.table_name, action.name, effective)
         await write_audit(
             conn,
             actor=actor,

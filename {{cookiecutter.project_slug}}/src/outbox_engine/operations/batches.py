@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from outbox_engine.config.registry import Box
 from outbox_engine.operations.actions import Action, effective_selection, selection_json
 from outbox_engine.operations.errors import OpsError
+from outbox_engine.operations.recapture import check_relay, recapture_batch
 from outbox_engine.operations.selection import Selection
 from outbox_engine.store.actions import change_batch, count_selected
 from outbox_engine.store.audit import write_audit
@@ -93,6 +94,7 @@ async def count_action(
     engine: AsyncEngine, box: Box, action: Action, selection: Selection, after_id: int = 0
 ) -> int:
     """How many rows the action would change now (the dry run, and the confirmation)."""
+    check_relay(box, action.name)
     effective = effective_selection(action, selection)
     return await count_selected(engine, box.table_name, effective, after_id)
 
@@ -109,7 +111,9 @@ async def run_action(
     rate: float | None = None,
     on_batch: OnBatch | None = None,
 ) -> BatchRun:
-    """Apply `action` to the selected rows with ids above `run.after_id`, batch by batch."""
+    """Apply `action` to the selected rows with ids above `run.after_id`, batch by batch
+    (on a box Debezium relays, replay captures them again: operations/recapture.py)."""
+    check_relay(box, action.name)
     effective = effective_selection(action, selection)
     audit_selection: dict[str, Any] = selection_json(effective)
     if run.after_id:
@@ -118,9 +122,14 @@ async def run_action(
     while True:
         after = run.resume_from
         async with engine.begin() as conn:
-            batch = await change_batch(
-                conn, box.table_name, action.name, effective, after_id=after, limit=batch_size
-            )
+            if box.relayed_by_debezium:
+                batch = await recapture_batch(
+                    conn, box, effective, after_id=after, limit=batch_size
+                )
+            else:
+                batch = await change_batch(
+                    conn, box.table_name, action.name, effective, after_id=after, limit=batch_size
+                )
             if batch.picked == 0 and run.batches > 0:
                 return run  # the last batch took the last rows: nothing more to log
             run.batches += 1

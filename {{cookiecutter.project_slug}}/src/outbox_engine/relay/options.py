@@ -29,6 +29,10 @@ class WorkerOptions:
     # The probe port: None turns the probes off, 0 picks a free port (logged).
     probe_port: int | None = None
     probe_host: str = "127.0.0.1"
+    # The Debezium relay's replication slot, for the slot-lag gauge (None: not sampled).
+    debezium_slot: str | None = None
+    # Seconds between deletes of old capture rows (when a box is relayed by Debezium).
+    capture_upkeep_interval: float = 60.0
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:

@@ -27,6 +27,7 @@ import socket
 
 from outbox_engine.config.registry import Box, BoxRegistry
 from outbox_engine.middleware import Middlewares
+from outbox_engine.relay.capture_upkeep import CaptureUpkeep, split_by_relay
 from outbox_engine.relay.lanes import Lanes, lanes_to_wake
 from outbox_engine.relay.options import WorkerOptions
 from outbox_engine.relay.pacing import DB_ERRORS, Pacer
@@ -57,17 +58,19 @@ class Worker:
         self.boxes: list[Box] = registry.select(list(options.boxes) or None)
         if not self.boxes:
             raise ValueError("no boxes to process: configure at least one box")
+        # Boxes Debezium relays get no lanes, claims or bucket locks (capture_upkeep.py).
+        self.relayed, self.debezium = split_by_relay(self.boxes)
         self.concurrency = concurrency = options.concurrency
         self.middlewares = middlewares or Middlewares()
         self._pacer = Pacer()
         self._wake: dict[str, list[asyncio.Event]] = {
-            box.channel: [asyncio.Event() for _ in range(concurrency)] for box in self.boxes
+            box.channel: [asyncio.Event() for _ in range(concurrency)] for box in self.relayed
         }
         name = f"{options.application_name}:{socket.gethostname()}:{os.getpid()}"[:63]
         # Set when another worker joins, leaves or gives buckets back: rebalance now.
         self._rebalance_now = asyncio.Event()
         self.ownership = Ownership(
-            dsn, self.boxes, concurrency, name, self._on_wake, self._rebalance_now.set, self._lost
+            dsn, self.relayed, concurrency, name, self._on_wake, self._rebalance_now.set, self._lost
         )
         self.processors = {
             box.name: BoxProcessor(
@@ -78,11 +81,19 @@ class Worker:
                 resources.observer,
                 keep_connections=True,
             )
-            for box in self.boxes
+            for box in self.relayed
         }
         self.lanes = Lanes(self._pacer, PauseReader(resources.engine))
-        self.health = WorkerHealth(
+        self.upkeep = CaptureUpkeep(
+            resources.engine,
             self.boxes,
+            resources.observer,
+            self._pacer,
+            options.debezium_slot,
+            options.capture_upkeep_interval,
+        )
+        self.health = WorkerHealth(
+            self.relayed,
             concurrency,
             resources.producer,
             dsn,
@@ -116,7 +127,9 @@ class Worker:
         self._pacer.stop()
 
     async def run(self) -> None:
-        transports = {id(t): t for box in self.boxes for t in (b.transport for b in box.transports)}
+        transports = {
+            id(t): t for box in self.relayed for t in (b.transport for b in box.transports)
+        }
         for transport in transports.values():
             await transport.setup(self.resources)
         for warning in kafka_timeout_warnings(self.boxes, self.resources.producer.config):
@@ -138,16 +151,20 @@ class Worker:
             asyncio.create_task(self.health.kafka_loop(self._pacer), name="kafka-check"),
             asyncio.create_task(self._rebalance_loop(), name="rebalance"),
             asyncio.create_task(self._depth_loop(), name="depth"),
+            asyncio.create_task(self.upkeep.run(), name="capture-upkeep"),
             *(
                 asyncio.create_task(self._retention_loop(box), name=f"retention:{box.name}")
                 for box in self.boxes
             ),
         ]
         log.info(
-            "worker starting: boxes %s, concurrency %d; waiting for %s",
+            "worker starting: boxes %s, concurrency %d; waiting for %s%s",
             ", ".join(b.name for b in self.boxes),
             self.concurrency,
             self.health.waits_for(),
+            f"; relayed by Debezium (not claimed here): {', '.join(b.name for b in self.debezium)}"
+            if self.debezium
+            else "",
         )
         try:
             await self._pacer.stopping.wait()

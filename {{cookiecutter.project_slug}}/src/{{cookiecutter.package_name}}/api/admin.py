@@ -97,6 +97,9 @@ async def boxes(container: ContainerDep) -> list[dict[str, Any]]:
             "table": box.table_name,
             "bucket_count": box.config.bucket_count,
             "strict_order": box.config.strict_order,
+            "relay": ("debezium" if box.relayed_by_debezium else "worker")
+            if box.kind == "outbox"
+            else None,
             "payload_shown": box.config.admin_show_payload,
             "events": sorted({b.event_name or "*" for b in box.transports}),
         }
@@ -110,9 +113,13 @@ async def stats(
     box: Annotated[list[str] | None, Query()] = None,
     top: Annotated[int, Query(ge=0, le=100)] = 5,
 ) -> list[dict[str, Any]]:
-    """Per box: counts by status, oldest pending age, deepest buckets and keys, top errors."""
+    """Per box: counts by status, oldest pending age, deepest buckets and keys, top errors;
+    its relay, and for a box Debezium relays its capture (trigger, slot, capture rows)."""
+    from ..debezium_names import debezium_names
+
+    names = debezium_names(container.settings())
     selected = [_box(container, name) for name in box] if box else list(container.registry())
-    return [(await box_stats(_engine(container), b, top)).as_json() for b in selected]
+    return [(await box_stats(_engine(container), b, top, names)).as_json() for b in selected]
 
 
 @router.get("/boxes/{box}/items")

@@ -61,16 +61,19 @@ def register(app: typer.Typer) -> None:
         ] = False,
         top: Annotated[int, typer.Option("--top", help="Rows per top list (0-100).")] = 5,
     ) -> None:
-        """Per box: depth by status, lag, hot buckets and keys, failing events, pauses."""
+        """Per box: depth by status, lag, hot buckets and keys, failing events, pauses (for a
+        box Debezium relays: its capture trigger, slot and capture rows instead)."""
         from outbox_engine.operations.stats import box_stats
 
+        from ..debezium_names import debezium_names
         from .stats import render
 
         cli = state(ctx)
         boxes = cli.container().registry().select(box)
+        names = debezium_names(cli.container().settings())
 
         async def work(engine: AsyncEngine) -> None:
-            found = [await box_stats(engine, b, top) for b in boxes]
+            found = [await box_stats(engine, b, top, names) for b in boxes]
             if json_:
                 print(json.dumps([s.as_json() for s in found], indent=2))
             else:

@@ -141,6 +141,7 @@ def register(app: typer.Typer) -> None:
         from outbox_engine.relay.options import WorkerOptions
 
         from ..container import shutdown
+        from ..debezium_names import debezium_names
 
         container = state(ctx).container()
         settings = container.settings()
@@ -154,6 +155,7 @@ def register(app: typer.Typer) -> None:
             application_name=f"{settings.service_name}-worker",
             probe_port=probe_port(probe, settings.worker_probe_port),
             probe_host=settings.probe_host,
+            debezium_slot=debezium_names(settings).slot,
         )
 
         async def main() -> None:

@@ -46,6 +46,7 @@ class _GaugeState:
     def __init__(self) -> None:
         self.depth: dict[str, tuple[int, float, int]] = {}
         self.lag: dict[tuple[str, str, int], int] = {}
+        self.slot_lag: dict[str, int] = {}
         self._registered: set[int] = set()
 
     def register(self, meter: metrics.Meter) -> None:
@@ -71,6 +72,12 @@ class _GaugeState:
             [self._observe_lag],
             description="Messages behind the end of a partition",
         )
+        meter.create_observable_gauge(
+            "outbox.debezium.lag",
+            [self._observe_slot_lag],
+            unit="By",
+            description="WAL the Debezium relay's replication slot holds back",
+        )
 
     def _observe_depth(self, index: int) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def callback(_options: CallbackOptions) -> Iterable[Observation]:
@@ -83,6 +90,9 @@ class _GaugeState:
             Observation(lag, {"box": box, "topic": topic, "partition": partition})
             for (box, topic, partition), lag in self.lag.items()
         ]
+
+    def _observe_slot_lag(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(lag, {"slot": slot}) for slot, lag in self.slot_lag.items()]
 
 
 _GAUGES = _GaugeState()
@@ -150,6 +160,7 @@ class OtelObserver(Observer):
         # process and let every observer write to the same state.
         self._depth = _GAUGES.depth
         self._lag = _GAUGES.lag
+        self._slot_lag = _GAUGES.slot_lag
         _GAUGES.register(meter)
 
     def created(self, box: Box, event_names: list[str]) -> None:
@@ -262,3 +273,9 @@ class OtelObserver(Observer):
 
     def depth(self, box: Box, pending: int, oldest_age_seconds: float, deepest_bucket: int) -> None:
         self._depth[box.name] = (pending, oldest_age_seconds, deepest_bucket)
+
+    def slot_lag(self, slot: str, lag_bytes: int | None) -> None:
+        if lag_bytes is None:
+            self._slot_lag.pop(slot, None)
+        else:
+            self._slot_lag[slot] = lag_bytes
