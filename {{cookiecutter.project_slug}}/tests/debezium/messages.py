@@ -109,10 +109,11 @@ def wait_on_topic(bootstrap: str, topic: str, message_ids: set[str], within: flo
             for message in consumer.consume(1000, 0.2):
                 if message.error() is not None:
                     continue
-                for name, value in message.headers() or []:
-                    if name == "message-id" and isinstance(value, bytes):
-                        missing.discard(value.decode())
-                        break
+                raw = message.headers() or []
+                pairs = raw.items() if isinstance(raw, dict) else raw
+                ids = [v for k, v in pairs if k == "message-id" and isinstance(v, bytes)]
+                if ids:
+                    missing.discard(ids[0].decode())
     finally:
         consumer.close()
     return not missing
