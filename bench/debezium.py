@@ -127,6 +127,7 @@ def drain(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -
         "commit_to_first": first - committed,
         "commit_to_last": last - committed,
         "register_s": up["register_s"],
+        "switch_s": up["switch_s"],
         "duplicates": seen.duplicates(),
         "order_violations": seen.order_violations(),
         "keyless": seen.keyless(),

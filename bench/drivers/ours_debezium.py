@@ -58,15 +58,18 @@ async def debezium_up(args: argparse.Namespace) -> None:
             raise RuntimeError(f"slot {state} not streaming after {SLOT_TIMEOUT_S:.0f} s")
         await asyncio.sleep(0.2)
     box = container.registry().get(args.box)
+    switch_started = time.monotonic()
     report = await switch_to_debezium(engine, box, names)
     committed_at = time.time()
+    switch_s = time.monotonic() - switch_started
     print(
         json.dumps(
             {
                 "committed_at": committed_at,
                 "copied": report.copied,
                 "register_s": registration.seconds,
-                "streaming_s": time.monotonic() - started,
+                "streaming_s": switch_started - started,
+                "switch_s": switch_s,
             }
         ),
         flush=True,
