@@ -26,7 +26,8 @@ def connect(services: Services) -> str:
     try:
         return connect_url()
     except ConnectUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
+        reason = str(exc)
+    pytest.fail(reason, pytrace=False)
 
 
 ServiceFactory = Callable[..., AbstractAsyncContextManager[DebeziumService]]

@@ -12,6 +12,7 @@ import asyncio
 import os
 import time
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg  # type: ignore[import-untyped]
 import httpx
@@ -24,8 +25,13 @@ HOW_TO = (
     "reach the PostgreSQL of TEST_DATABASE_URL (which needs wal_level=logical and a user with "
     "the REPLICATION attribute). Export its REST address:\n"
     "  TEST_CONNECT_URL=http://host:8083\n"
-    "The template's scripts/connect.sh up starts one (and prints that line); scripts/test.sh "
-    "of the template exports it. Leave these tests out with -m 'not connect'."
+    "and, when Connect reaches that PostgreSQL under another address than the tests do (a "
+    "container), that address:\n"
+    "  TEST_CONNECT_DATABASE_HOST=postgres:5432\n"
+    "E.g. `docker compose --profile debezium up` (Connect on 127.0.0.1:8083; see "
+    "docs/debezium.md), or the native scripts of the template repository "
+    "(scripts/connect.sh up prints the export; its scripts/test.sh sets it). Leave these "
+    "tests out with -m 'not connect'."
 )
 FAULT_HOW_TO = (
     "set {names} to commands that {what} (the template's scripts/test.sh exports them for "
@@ -38,6 +44,18 @@ FAULT_HOW_TO = (
 
 class ConnectUnavailable(RuntimeError):
     pass
+
+
+def connector_database_url(database_url: str) -> str:
+    """`database_url` as Kafka Connect reaches it: with the host[:port] of
+    TEST_CONNECT_DATABASE_HOST when set (Connect in a container), else unchanged."""
+    host = os.environ.get("TEST_CONNECT_DATABASE_HOST", "")
+    if not host:
+        return database_url
+    parts = urlsplit(database_url)
+    credentials = parts.netloc.rpartition("@")[0]
+    netloc = f"{credentials}@{host}" if credentials else host
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def connect_url() -> str:

@@ -41,7 +41,13 @@ from outbox_engine.store.status import ItemStatus
 from ..guarantees.kafka_admin import create_topics
 from ..guarantees.transports import CREATE_EFFECTS_TABLE, EffectHandler
 from ..support import INBOX_BOX, OUTBOX_BOX, OutboxItem, boxes_yaml, migrate, transport
-from .connect import connector_status, delete_connector, drop_slot, states
+from .connect import (
+    connector_database_url,
+    connector_status,
+    delete_connector,
+    drop_slot,
+    states,
+)
 from .messages import delete_topics
 
 PACKAGE = "{{ cookiecutter.package_name }}"
@@ -113,7 +119,7 @@ class DebeziumService:
 
     async def register(self) -> None:
         """Publication and slot, then the connector (RUNNING, task RUNNING)."""
-        config = connector_config(self.names, self.database_url)
+        config = connector_config(self.names, connector_database_url(self.database_url))
         registration = await register(self.engine, self.connect_url, self.names, config, 120.0)
         assert registration.slot_created
         assert registration.publication_created
