@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import text
 
 from {{ cookiecutter.package_name }}.container import Container
-from {{ cookiecutter.package_name }}.ops.debezium_commands import config_document
+from {{ cookiecutter.package_name }}.ops.debezium_output import config_document
 from outbox_engine.debezium.register import ensure_publication_and_slot
 from outbox_engine.store import slots
 from outbox_engine.store.pauses import list_pauses
@@ -82,12 +82,17 @@ async def test_register_runs_the_connector_then_status_is_clean(relays: Relays) 
     )
 
 
-@needs_connect
-async def test_register_errors_name_the_cause(relays: Relays) -> None:
+async def test_an_unreachable_connect_exits_3_and_leaves_no_slot(relays: Relays) -> None:
     down = relays.cli("debezium-config", "--register", "--connect-url", "http://127.0.0.1:9")
     assert down.returncode == 3, (down.stdout, down.stderr)
     assert "Kafka Connect at http://127.0.0.1:9 cannot be reached" in down.stderr
     assert "check --connect-url (CONNECT_URL)" in down.stderr
+    async with relays.container.engine().connect() as conn:
+        assert (await slots.slot_state(conn, relays.names.slot)).exists is False
+
+
+@needs_connect
+async def test_a_connector_connect_refuses_exits_1_with_its_reason(relays: Relays) -> None:
     url = relays.container.settings().database_url
     wrong = url.replace("://", "://nobody_here:wrong@", 1).split("@", 1)
     bad_login = f"{wrong[0]}@{url.split('@', 1)[1]}"

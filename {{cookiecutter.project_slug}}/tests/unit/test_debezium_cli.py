@@ -13,7 +13,7 @@ import pytest
 
 from {{ cookiecutter.package_name }} import cli
 from {{ cookiecutter.package_name }}.debezium_names import debezium_names
-from {{ cookiecutter.package_name }}.ops.debezium_commands import config_document, status_line
+from {{ cookiecutter.package_name }}.ops.debezium_output import config_document, status_line
 from {{ cookiecutter.package_name }}.ops.stats import render
 from {{ cookiecutter.package_name }}.settings import Settings
 from outbox_engine.debezium.connector import connector_config

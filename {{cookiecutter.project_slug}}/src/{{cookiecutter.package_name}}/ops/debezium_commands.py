@@ -32,14 +32,13 @@ from outbox_engine.operations.actions import get_box
 
 from .console import confirm
 from .context import plain, state
+from .debezium_output import check_connect, config_document, status_json, status_line
 from .errors import OpsError
 from .reach import EXIT_DECLINED, EXIT_UNREACHABLE
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-    from outbox_engine.debezium.connector import DebeziumNames
-    from outbox_engine.debezium.status import BoxCaptureStatus
 
 PANEL = "Debezium relay (docs/debezium.md)"
 PROG = "{{ cookiecutter.project_slug }}"
@@ -53,48 +52,6 @@ class Relay(StrEnum):
 def _fail(message: str, code: int) -> typer.Exit:
     print(f"{PROG}: {message}", file=sys.stderr)
     return typer.Exit(code)
-
-
-def config_document(names: DebeziumNames, database_url: str) -> dict[str, Any]:
-    """The connector as Kafka Connect's `POST /connectors` takes it."""
-    from outbox_engine.debezium.connector import connector_config
-
-    return {"name": names.connector, "config": connector_config(names, database_url)}
-
-
-def status_json(status: BoxCaptureStatus, capture_rows: int) -> dict[str, Any]:
-    slot = status.slot
-    return {
-        "box": status.box,
-        "relay": status.relay,
-        "trigger": status.captured,
-        "topic": status.topic,
-        "pending": status.pending,
-        "capture_rows": capture_rows,
-        "slot": {
-            "exists": slot.exists,
-            "active": slot.active,
-            "lag_bytes": slot.lag_bytes,
-            "confirmed_flush_lsn": slot.confirmed_flush_lsn,
-            "wal_status": slot.wal_status,
-        },
-        "problems": list(status.problems),
-    }
-
-
-def status_line(found: dict[str, Any], slot_name: str) -> str:
-    slot = found["slot"]
-    if not slot["exists"]:
-        where = f"slot {slot_name} missing"
-    else:
-        streaming = "active" if slot["active"] else "inactive"
-        where = f"slot {slot_name} {streaming}, lag {slot['lag_bytes'] or 0} bytes"
-    trigger = f"trigger -> {found['topic']}" if found["trigger"] else "no trigger"
-    verdict = "; ".join(found["problems"]) or "ok"
-    return (
-        f"{found['box']}\trelay {found['relay']}\t{trigger}\t{where}\t"
-        f"{found['capture_rows']} capture rows\t{found['pending']} pending\t{verdict}"
-    )
 
 
 def _reminder(box: Any, to: Relay, boxes_file: str) -> str:
@@ -163,6 +120,7 @@ def register(app: typer.Typer) -> None:
             raise OpsError("--register needs Kafka Connect's URL: --connect-url or CONNECT_URL")
 
         async def work(engine: AsyncEngine) -> Any:
+            await check_connect(connect_url)  # first: no slot left behind for nobody
             return await put_connector(engine, connect_url, names, document["config"], timeout)
 
         try:
