@@ -170,3 +170,28 @@ async def test_the_worker_claims_nothing_and_purges_old_capture_rows(
     assert [found[i] for i in captured] == [("delivered", 0)] * 5
     assert await trigger_topic(container) is not None
     assert "relayed by Debezium (not claimed here): " + OUTBOX_BOX in caplog.text
+
+
+async def test_the_worker_warns_at_start_when_config_and_trigger_disagree(
+    relays: Relays, caplog: pytest.LogCaptureFixture
+) -> None:
+    container = relays.container
+    registry = make_registry(outbox={"relay": "debezium"})  # and no trigger on its table
+    options = WorkerOptions(rebalance_interval=0.2, shutdown_timeout=5.0)
+    worker = build_worker(
+        registry, container.resources(), container.settings().asyncpg_dsn, options
+    )
+    caplog.set_level(logging.WARNING, "outbox_engine.relay.worker")
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(worker.ready.wait(), 10)
+
+        async def warned() -> bool:
+            return "has no capture trigger" in caplog.text
+
+        await wait_for(warned, within=10)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+    (line,) = [r.getMessage() for r in caplog.records if "capture trigger" in r.getMessage()]
+    assert line.startswith(f"box {OUTBOX_BOX}: relay: debezium in the boxes file, but its table")
