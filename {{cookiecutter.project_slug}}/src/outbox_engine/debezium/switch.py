@@ -15,7 +15,8 @@ time to reach them); one locked transaction drops the trigger; the WAL position 
 read and a heartbeat written after it; once the slot's confirmed position passes it, Kafka
 has acknowledged every captured item, and the pause is lifted: the worker sends the items
 created since, in id order. If Debezium does not get there in time the box stays paused
-and the error says so (nothing is lost: the items wait PENDING).
+and the error says so (nothing is lost: the items wait PENDING); running the switch again
+waits again and lifts that pause once Debezium is through.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from outbox_engine.config.registry import Box
 from outbox_engine.debezium.connector import DebeziumNames, debezium_topic
 from outbox_engine.store import capture, slots
-from outbox_engine.store.pauses import add_pause, remove_pause
+from outbox_engine.store.pauses import add_pause, list_pauses, remove_pause
 
 SWITCH_PAUSE_REASON = "switching from Debezium to the worker"
 # Workers re-read the pauses every 2 s (store/pauses.PauseReader); wait past that.
@@ -76,12 +77,23 @@ async def switch_to_debezium(engine: AsyncEngine, box: Box, names: DebeziumNames
     return SwitchReport(box.name, "debezium", copied=copied, failed_left=failed, was_captured=was)
 
 
+async def _left_paused_by_a_switch(engine: AsyncEngine, box: str) -> bool:
+    """An earlier switch to the worker timed out and left this box's pause behind."""
+    return any(
+        pause.bucket is None and pause.event_key is None and pause.reason == SWITCH_PAUSE_REASON
+        for pause in await list_pauses(engine, box)
+    )
+
+
 async def switch_to_worker(
     engine: AsyncEngine, box: Box, names: DebeziumNames, timeout_s: float = 300.0
 ) -> SwitchReport:
     paused = await add_pause(engine, box.name, reason=SWITCH_PAUSE_REASON)
     if paused:
         await asyncio.sleep(PAUSE_SETTLE_S)
+    # Run again after a timeout, the trigger is gone already but the wait is still owed:
+    # waiting for a later position than the first run's is as safe.
+    resumed_switch = not paused and await _left_paused_by_a_switch(engine, box.name)
     async with engine.begin() as conn:
         await capture.lock_items(conn, box.table_name)
         was = await capture.capture_installed(conn, box.table_name) is not None
@@ -92,23 +104,23 @@ async def switch_to_worker(
     started = time.monotonic()
     async with engine.connect() as conn:
         state = await slots.slot_state(conn, names.slot)
-    if was and state.exists:
+    if (was or resumed_switch) and state.exists:
         try:
             await slots.wait_confirmed(engine, names.slot, lsn, names.heartbeat_topic, timeout_s)
         except TimeoutError as exc:
             raise SwitchRefused(
                 f"{exc}: Debezium has not yet sent everything captured before the switch. "
-                f"Box {box.name} stays paused (its new items wait, nothing is lost); resume it "
-                "when the slot's confirmed_flush_lsn has passed "
-                f"{lsn} (debezium-status shows it), or run the switch again"
+                f"Box {box.name} stays paused (its new items wait, nothing is lost); run the "
+                "switch again to wait more (it resumes the box once the slot's "
+                f"confirmed_flush_lsn has passed {lsn}; debezium-status shows it)"
             ) from None
-    elif was:
+    elif was or resumed_switch:
         raise SwitchRefused(
             f"replication slot {names.slot} does not exist, so what box {box.name} captured "
             "since it was dropped never reached Kafka. The box stays paused; replay its "
             "items of that period to the worker (replay), then resume it"
         )
     waited = time.monotonic() - started
-    if paused:
+    if paused or resumed_switch:
         await remove_pause(engine, box.name)
     return SwitchReport(box.name, "worker", lsn=lsn, waited_s=waited, was_captured=was)
