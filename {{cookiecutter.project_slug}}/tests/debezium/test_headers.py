@@ -50,9 +50,14 @@ STANDARD = (
 def differences(debezium: Message, worker: Message, custom: dict[str, bytes]) -> list[str]:
     """What differs beyond the documented differences (empty: none)."""
     found = []
-    for what in ("topic", "partition", "key", "value"):
+    for what in ("topic", "key", "value"):
         if getattr(debezium, what) != getattr(worker, what):
             found.append(f"{what}: {getattr(debezium, what)!r} != {getattr(worker, what)!r}")
+    if debezium.partition != worker.partition:
+        found.append(
+            f"partition: Debezium {debezium.partition}, worker {worker.partition} (both must "
+            "hash the key as Kafka's Java client does: librdkafka's partitioner murmur2_random)"
+        )
     names = [name for name, _ in debezium.headers]
     if names != list(STANDARD):
         found.append(f"Debezium's header names {names}, not {list(STANDARD)}")
