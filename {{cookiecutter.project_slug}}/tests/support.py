@@ -310,7 +310,7 @@ def spawn(command: list[str], env: dict[str, str]) -> Any:
     )
 
 
-KafkaMessage = tuple[str | None, bytes | None, Sequence[tuple[str, bytes]]]
+KafkaMessage = tuple[str | None, bytes | None, Sequence[tuple[str, bytes | None]]]
 
 
 def produce(

@@ -21,6 +21,22 @@ class ConnectError(RuntimeError):
     """Kafka Connect refused the connector, failed it, or cannot be reached."""
 
 
+class ConnectUnreachable(ConnectError):
+    """Kafka Connect does not answer at all."""
+
+
+async def check_reachable(connect_url: str) -> None:
+    """ConnectUnreachable unless Kafka Connect answers `GET /`. `register` checks this before
+    it creates the slot: a slot nobody reads keeps WAL on the primary."""
+    try:
+        async with httpx.AsyncClient(timeout=10) as client:
+            (await client.get(connect_url.rstrip("/") + "/")).raise_for_status()
+    except httpx.HTTPError as exc:
+        raise ConnectUnreachable(
+            f"Kafka Connect at {connect_url} cannot be reached: {exc}"
+        ) from None
+
+
 @dataclass(frozen=True)
 class Registration:
     publication_created: bool
@@ -47,7 +63,9 @@ async def _call(client: httpx.AsyncClient, method: str, path: str, body: Any = N
     try:
         response = await client.request(method, path, json=body)
     except httpx.HTTPError as exc:
-        raise ConnectError(f"Kafka Connect at {client.base_url} cannot be reached: {exc}") from None
+        raise ConnectUnreachable(
+            f"Kafka Connect at {client.base_url} cannot be reached: {exc}"
+        ) from None
     if response.status_code == 404 and method == "GET":
         return None
     if response.status_code >= 400:
@@ -83,6 +101,7 @@ async def register(
     timeout_s: float = 60.0,
 ) -> Registration:
     started = time.monotonic()
+    await check_reachable(connect_url)  # before the slot: none left behind for nobody
     publication, slot = await ensure_publication_and_slot(engine, names)
     async with httpx.AsyncClient(base_url=connect_url.rstrip("/"), timeout=30) as client:
         existing = await connector_state(client, names.connector)
@@ -123,7 +142,7 @@ async def unregister(connect_url: str, name: str) -> bool:
         try:
             response = await client.delete(f"/connectors/{name}")
         except httpx.HTTPError as exc:
-            raise ConnectError(
+            raise ConnectUnreachable(
                 f"Kafka Connect at {client.base_url} cannot be reached: {exc}"
             ) from None
         if response.status_code == 404:

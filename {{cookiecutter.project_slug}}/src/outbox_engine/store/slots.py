@@ -51,12 +51,20 @@ async def ensure_publication(conn: AsyncConnection, publication: str) -> bool:
         )
     ).first()
     if row is None:
-        await conn.execute(
-            text(
-                f'CREATE PUBLICATION "{publication}" FOR TABLE {CAPTURE_TABLE} '
-                "WITH (publish = 'insert')"
+        try:
+            await conn.execute(
+                text(
+                    f'CREATE PUBLICATION "{publication}" FOR TABLE {CAPTURE_TABLE} '
+                    "WITH (publish = 'insert')"
+                )
             )
-        )
+        except Exception as exc:
+            if "must be owner" in str(exc) or "permission denied" in str(exc):
+                raise ReplicationSetupError(
+                    f"cannot create publication {publication}: the registering role must own "
+                    f"{CAPTURE_TABLE} (the role that ran the migrations does)"
+                ) from exc
+            raise
         return True
     tables = {
         str(name)

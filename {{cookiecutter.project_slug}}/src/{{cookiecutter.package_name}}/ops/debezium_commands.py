@@ -32,7 +32,7 @@ from outbox_engine.operations.actions import get_box
 
 from .console import confirm
 from .context import plain, state
-from .debezium_output import check_connect, config_document, status_json, status_line
+from .debezium_output import config_document, status_json, status_line
 from .errors import OpsError
 from .reach import EXIT_DECLINED, EXIT_UNREACHABLE
 
@@ -103,7 +103,7 @@ def register(app: typer.Typer) -> None:
         ] = 120.0,
     ) -> None:
         """Print the Debezium connector's configuration, or --register it on Kafka Connect."""
-        from outbox_engine.debezium.register import ConnectError
+        from outbox_engine.debezium.register import ConnectError, ConnectUnreachable
         from outbox_engine.debezium.register import register as put_connector
         from outbox_engine.store.slots import ReplicationSetupError
 
@@ -120,16 +120,15 @@ def register(app: typer.Typer) -> None:
             raise OpsError("--register needs Kafka Connect's URL: --connect-url or CONNECT_URL")
 
         async def work(engine: AsyncEngine) -> Any:
-            await check_connect(connect_url)  # first: no slot left behind for nobody
             return await put_connector(engine, connect_url, names, document["config"], timeout)
 
         try:
             done = cli.run(work)
         except ReplicationSetupError as exc:
             raise OpsError(str(exc)) from None
+        except ConnectUnreachable as exc:
+            raise _fail(f"{exc}; check --connect-url (CONNECT_URL)", EXIT_UNREACHABLE) from None
         except ConnectError as exc:
-            if "cannot be reached" in str(exc):
-                raise _fail(f"{exc}; check --connect-url (CONNECT_URL)", EXIT_UNREACHABLE) from None
             raise _fail(str(exc), EXIT_DECLINED) from None
         made = ", ".join(
             f"{what} {name} {'created' if created else 'already there'}"

@@ -1,5 +1,5 @@
-"""What the Debezium commands (debezium_commands.py) print and check: the connector document,
-the status of a box as JSON and as one line, and whether Kafka Connect answers at all."""
+"""What the Debezium commands (debezium_commands.py) print: the connector document,
+the status of a box as JSON and as one line."""
 
 from __future__ import annotations
 
@@ -8,20 +8,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from outbox_engine.debezium.connector import DebeziumNames
     from outbox_engine.debezium.status import BoxCaptureStatus
-
-
-async def check_connect(connect_url: str) -> None:
-    """Raise ConnectError ("cannot be reached") unless Kafka Connect answers `GET /`. Checked
-    before registering creates the slot: a slot nobody reads keeps WAL on the primary."""
-    import httpx
-
-    from outbox_engine.debezium.register import ConnectError
-
-    try:
-        async with httpx.AsyncClient(timeout=10) as client:
-            (await client.get(connect_url.rstrip("/") + "/")).raise_for_status()
-    except httpx.HTTPError as exc:
-        raise ConnectError(f"Kafka Connect at {connect_url} cannot be reached: {exc}") from None
 
 
 def config_document(names: DebeziumNames, database_url: str) -> dict[str, Any]:
