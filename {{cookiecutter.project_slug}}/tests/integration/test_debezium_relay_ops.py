@@ -195,3 +195,20 @@ async def test_the_worker_warns_at_start_when_config_and_trigger_disagree(
         await asyncio.wait_for(task, 30)
     (line,) = [r.getMessage() for r in caplog.records if "capture trigger" in r.getMessage()]
     assert line.startswith(f"box {OUTBOX_BOX}: relay: debezium in the boxes file, but its table")
+
+
+async def test_a_worker_with_only_debezium_boxes_starts_and_stops(relays: Relays) -> None:
+    """`worker --box <a Debezium box>`: no lanes at all; stopping it must not fail."""
+    container = relays.container
+    registry = make_registry(outbox={"relay": "debezium"})
+    options = WorkerOptions(boxes=(OUTBOX_BOX,), rebalance_interval=0.2, shutdown_timeout=5.0)
+    worker = build_worker(
+        registry, container.resources(), container.settings().asyncpg_dsn, options
+    )
+    assert [box.name for box in worker.debezium] == [OUTBOX_BOX]
+    assert worker.relayed == []
+    task = asyncio.create_task(worker.run())
+    await asyncio.wait_for(worker.ready.wait(), 10)
+    worker.stop()
+    await asyncio.wait_for(task, 30)
+    assert task.exception() is None

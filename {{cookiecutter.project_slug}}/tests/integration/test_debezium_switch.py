@@ -121,3 +121,23 @@ async def test_an_operators_own_pause_is_left_alone(relays: Relays) -> None:
         report = await switch_to_worker(engine, box, relays.names, timeout_s=30.0)
     assert report.was_captured is True
     assert [p.reason for p in await list_pauses(engine, box.name)] == ["maintenance"]
+
+
+async def test_the_switch_to_debezium_is_refused_while_anything_of_the_box_is_paused(
+    relays: Relays,
+) -> None:
+    from outbox_engine.store.pauses import add_pause, remove_pause
+
+    engine = relays.container.engine()
+    box = relays.box
+    await ensure_publication_and_slot(engine, relays.names)
+    pending = await create(relays.container, "ab")
+    await add_pause(engine, box.name, event_key="a", reason="investigating")
+    with pytest.raises(SwitchRefused, match=f"key 'a' of box {box.name} paused"):
+        await switch_to_debezium(engine, box, relays.names)
+    # Nothing changed: no trigger, nothing captured, the items still the worker's.
+    assert await trigger_topic(relays.container) is None
+    assert await captured_ids(relays.container) == []
+    assert await _statuses(relays, pending) == [ItemStatus.PENDING] * 2
+    await remove_pause(engine, box.name, event_key="a")
+    assert (await switch_to_debezium(engine, box, relays.names)).copied == 2

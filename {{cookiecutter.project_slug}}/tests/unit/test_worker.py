@@ -21,3 +21,9 @@ def test_a_box_whose_transport_timeout_is_not_above_the_producer_timeout_is_warn
     assert len(kafka_timeout_warnings([defaults], raised)) == 1
     # Inbox boxes do not produce to Kafka.
     assert kafka_timeout_warnings([make_registry().get(INBOX_BOX)], raised) == []
+
+
+def test_keys_are_hashed_as_kafkas_java_producer_does() -> None:
+    """The Debezium relay's producer is Kafka's Java client (murmur2): with librdkafka's
+    default (CRC32) a key would change partition when a box switches relays."""
+    assert DEFAULT_PRODUCER_CONFIG["partitioner"] == "murmur2_random"

@@ -7,8 +7,9 @@ order and marked DELIVERED, and the capture trigger is added, so every later ite
 captured as it is inserted. Debezium sends the copies first, then the new items, in commit
 order. An item a worker was sending at that moment may reach Kafka twice, never after a
 later item of its key (Debezium sends its copy in order anyway). Refused while the slot does
-not exist (captures before it would never be read), and for a strict box that has items
-failed for good or in backoff (Debezium would send the later items of their keys).
+not exist (captures before it would never be read), while the box, a bucket or a key of it
+is paused (Debezium would send the paused items at once), and for a strict box that has
+items failed for good or in backoff (Debezium would send the later items of their keys).
 
 To the worker (`switch_to_worker`): the box is paused for the workers (and the pause given
 time to reach them); one locked transaction drops the trigger; the WAL position after it is
@@ -61,6 +62,12 @@ async def switch_to_debezium(engine: AsyncEngine, box: Box, names: DebeziumNames
         raise SwitchRefused(
             f"replication slot {names.slot} does not exist: register the connector first "
             "(debezium-config --register), then switch"
+        )
+    pauses = await list_pauses(engine, box.name)
+    if pauses:
+        raise SwitchRefused(
+            f"{', '.join(p.target for p in pauses)} paused: Debezium does not honour pauses and "
+            "would send the paused items at once. Resume first (resume), then switch"
         )
     async with engine.begin() as conn:
         await capture.lock_items(conn, box.table_name)

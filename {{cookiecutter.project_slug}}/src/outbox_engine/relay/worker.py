@@ -173,7 +173,12 @@ class Worker:
             for events in self._wake.values():
                 for event in events:
                     event.set()
-            _done, pending = await asyncio.wait(lanes, timeout=self.options.shutdown_timeout)
+            # No lanes when every selected box is relayed by Debezium.
+            _done, pending = (
+                await asyncio.wait(lanes, timeout=self.options.shutdown_timeout)
+                if lanes
+                else (set(), set())
+            )
             for task in pending:
                 task.cancel()
             for task in background:

@@ -32,6 +32,11 @@ log = logging.getLogger(__name__)
 DEFAULT_PRODUCER_CONFIG: dict[str, Any] = {
     "enable.idempotence": True,
     "acks": "all",
+    # Keys hashed as Kafka's Java producer does (murmur2), so a key lands on the same
+    # partition whichever relay sends it: Debezium on Kafka Connect (a Java producer) or
+    # this worker. librdkafka's own default (CRC32) would split a key over two partitions
+    # across a switch between the relays, and per-key order with it.
+    "partitioner": "murmur2_random",
     "linger.ms": 1,
     "batch.num.messages": 10_000,
     "queue.buffering.max.messages": 200_000,
