@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from outbox_engine.store import slots
 from outbox_engine.store.pauses import list_pauses
 from outbox_engine.store.status import ItemStatus
 
+from ..debezium.connect import ConnectUnavailable, connect_url
 from ..debezium_ops_support import (
     Relays,
     captured_ids,
@@ -33,8 +33,17 @@ from ..support import INBOX_BOX, OUTBOX_BOX, wait_for
 
 __all__ = ["relays"]  # the fixture
 PENDING, FAILED, DELIVERED = ItemStatus.PENDING, ItemStatus.FAILED, ItemStatus.DELIVERED
-CONNECT = os.environ.get("TEST_CONNECT_URL")
-needs_connect = pytest.mark.skipif(not CONNECT, reason="TEST_CONNECT_URL is not set")
+# Slots need PostgreSQL with wal_level=logical, --register a Kafka Connect with Debezium.
+pytestmark = pytest.mark.connect
+
+
+@pytest.fixture
+def connect() -> str:
+    """TEST_CONNECT_URL, checked; else the test fails saying how to provide it."""
+    try:
+        return connect_url()
+    except ConnectUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 async def test_config_prints_the_engines_connector_json(relays: Relays) -> None:
@@ -48,18 +57,18 @@ async def test_config_prints_the_engines_connector_json(relays: Relays) -> None:
     assert config["slot.name"] == relays.names.slot
 
 
-@needs_connect
-async def test_register_runs_the_connector_then_status_is_clean(relays: Relays) -> None:
-    assert CONNECT is not None
+async def test_register_runs_the_connector_then_status_is_clean(
+    relays: Relays, connect: str
+) -> None:
     first = await asyncio.to_thread(
-        relays.cli, "debezium-config", "--register", "--connect-url", CONNECT, "--timeout", "120"
+        relays.cli, "debezium-config", "--register", "--connect-url", connect, "--timeout", "120"
     )
     assert first.returncode == 0, first.stderr
-    assert f"connector {relays.names.connector} RUNNING on {CONNECT}" in first.stdout
+    assert f"connector {relays.names.connector} RUNNING on {connect}" in first.stdout
     assert f"publication {relays.names.publication} created" in first.stdout
     assert f"slot {relays.names.slot} created" in first.stdout
     again = await asyncio.to_thread(
-        relays.cli, "debezium-config", "--register", "--connect-url", CONNECT
+        relays.cli, "debezium-config", "--register", "--connect-url", connect
     )
     assert again.returncode == 0, again.stderr
     assert f"slot {relays.names.slot} already there" in again.stdout
@@ -91,18 +100,18 @@ async def test_an_unreachable_connect_exits_3_and_leaves_no_slot(relays: Relays)
         assert (await slots.slot_state(conn, relays.names.slot)).exists is False
 
 
-@needs_connect
-async def test_a_connector_connect_refuses_exits_1_with_its_reason(relays: Relays) -> None:
+async def test_a_connector_connect_refuses_exits_1_with_its_reason(
+    relays: Relays, connect: str
+) -> None:
     url = relays.container.settings().database_url
     wrong = url.replace("://", "://nobody_here:wrong@", 1).split("@", 1)
     bad_login = f"{wrong[0]}@{url.split('@', 1)[1]}"
-    assert CONNECT is not None
     refused = await asyncio.to_thread(
         relays.cli,
         "debezium-config",
         "--register",
         "--connect-url",
-        CONNECT,
+        connect,
         "--database-url",
         bad_login,
         "--timeout",

@@ -32,6 +32,8 @@ from ..ops_support import Spec, seed, snapshot, states
 from ..support import INBOX_BOX, OUTBOX_BOX, make_registry, wait_for
 
 __all__ = ["relays"]  # the fixture
+# Slots and the capture trigger need PostgreSQL with wal_level=logical (marker connect).
+pytestmark = pytest.mark.connect
 DELIVERED, FAILED = ItemStatus.DELIVERED, ItemStatus.FAILED
 
 

@@ -27,6 +27,8 @@ from ..debezium_ops_support import Relays, captured_ids, create, relays, trigger
 from ..ops_support import TABLE
 
 __all__ = ["relays"]  # the fixture
+# Slots and the capture trigger need PostgreSQL with wal_level=logical (marker connect).
+pytestmark = pytest.mark.connect
 
 
 async def _advance(relays: Relays) -> None:
