@@ -172,6 +172,30 @@ def read_topic(
 ) -> list[Received]:
     """Read `topic` from the beginning until `expect` messages arrived (or the timeout);
     with `settle`, keep reading that long after to catch extra (duplicate) messages."""
+    return consume_topic(bootstrap, topic, expect, _received, timeout, settle)
+
+
+def _received(message: Any) -> Received:
+    key = message.key()
+    value = message.value()
+    return Received(
+        key=key.decode() if isinstance(key, bytes) else "",
+        value=value if isinstance(value, bytes) else b"",
+        headers=header_dict(message.headers()),
+        partition=message.partition() or 0,
+        offset=message.offset() or 0,
+    )
+
+
+def consume_topic(
+    bootstrap: str,
+    topic: str,
+    expect: int,
+    convert: Callable[[Any], Any],
+    timeout: float = 60.0,
+    settle: float = 0.0,
+) -> list[Any]:
+    """`read_topic` with the messages as `convert` makes them (in consumption order)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -181,7 +205,7 @@ def read_topic(
         }
     )
     consumer.subscribe([topic])
-    received: list[Received] = []
+    received: list[Any] = []
     deadline = time.monotonic() + timeout
     settle_until: float | None = None
     try:
@@ -199,17 +223,7 @@ def read_topic(
                     ):
                         continue
                     raise RuntimeError(str(error))
-                key = message.key()
-                value = message.value()
-                received.append(
-                    Received(
-                        key=key.decode() if isinstance(key, bytes) else "",
-                        value=value if isinstance(value, bytes) else b"",
-                        headers=header_dict(message.headers()),
-                        partition=message.partition() or 0,
-                        offset=message.offset() or 0,
-                    )
-                )
+                received.append(convert(message))
     finally:
         consumer.close()
     return received

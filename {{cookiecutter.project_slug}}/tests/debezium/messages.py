@@ -9,9 +9,12 @@ import contextlib
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaError
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
+
+from ..support import consume_topic
 
 Header = tuple[str, bytes | None]
 
@@ -44,50 +47,20 @@ def read_messages(
     """Read `topic` from the beginning until `expect` messages arrived (or `timeout`), then
     `settle` seconds more to catch duplicates; in consumption order (per partition: offset
     order)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"debezium-test-{topic}-{time.monotonic_ns()}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
+    return consume_topic(bootstrap, topic, expect, _message, timeout, settle)
+
+
+def _message(message: Any) -> Message:
+    raw = message.headers() or []
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return Message(
+        topic=message.topic() or "",
+        partition=message.partition() or 0,
+        offset=message.offset() or 0,
+        key=message.key(),
+        value=message.value(),
+        headers=tuple((str(k), v.encode() if isinstance(v, str) else v) for k, v in pairs),
     )
-    consumer.subscribe([topic])
-    received: list[Message] = []
-    deadline = time.monotonic() + timeout
-    settle_until: float | None = None
-    try:
-        while time.monotonic() < deadline:
-            if settle_until is None and len(received) >= expect:
-                settle_until = time.monotonic() + settle
-            if settle_until is not None and time.monotonic() >= settle_until:
-                break
-            for message in consumer.consume(1000, 0.2):
-                error = message.error()
-                if error is not None:
-                    if error.code() in (
-                        KafkaError._PARTITION_EOF,
-                        KafkaError.UNKNOWN_TOPIC_OR_PART,
-                    ):
-                        continue
-                    raise RuntimeError(str(error))
-                raw = message.headers() or []
-                pairs = raw.items() if isinstance(raw, dict) else raw
-                received.append(
-                    Message(
-                        topic=message.topic() or "",
-                        partition=message.partition() or 0,
-                        offset=message.offset() or 0,
-                        key=message.key(),
-                        value=message.value(),
-                        headers=tuple(
-                            (str(k), v.encode() if isinstance(v, str) else v) for k, v in pairs
-                        ),
-                    )
-                )
-    finally:
-        consumer.close()
-    return received
 
 
 def wait_on_topic(bootstrap: str, topic: str, message_ids: set[str], within: float) -> bool:

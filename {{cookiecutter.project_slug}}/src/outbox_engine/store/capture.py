@@ -9,9 +9,9 @@ exactly the message the worker would send into `outbox_capture` (one column per 
 the worker never sees it pending, and retention deletes it like any delivered row.
 
 Only `outbox_capture` is in the service's publication, which publishes inserts only (its
-heartbeats are capture rows too: `beat`): a capture row reaches Debezium from the WAL (its replication slot
-keeps the WAL until Debezium confirms it), so the row itself may be deleted soon after
-commit (`purge_captured`), and those deletes are never sent.
+heartbeats are capture rows too: `beat`): a capture row reaches Debezium from the WAL (its
+replication slot keeps the WAL until Debezium confirms it), so the row itself may be
+deleted soon after commit (`purge_captured`), and those deletes are never sent.
 
 Switching a box (debezium/switch.py) runs under `LOCK TABLE ... IN SHARE ROW EXCLUSIVE
 MODE`: no item of the box commits between copying its pending rows and adding or dropping
