@@ -23,9 +23,11 @@ from outbox_engine.store.status import ItemStatus
 if TYPE_CHECKING:
     from playwright.async_api import Page
 
+from ..debezium_ops_support import Relays, captured_ids, create, install_trigger, relays
 from ..support import (
     CALLS,
     FAILURES,
+    INBOX_BOX,
     OUTBOX_BOX,
     OutboxItem,
     RecordingTransport,
@@ -35,6 +37,8 @@ from ..support import (
     transport,
     wait_for,
 )
+
+__all__ = ["relays"]  # the fixture
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -148,6 +152,7 @@ async def _operate(page: Page, base: str, failed_id: int) -> None:
     await page.fill("#token", TOKEN)
     await page.click("#login")
     overview = page.locator(f'#boxes tr[data-box="{OUTBOX_BOX}"]')
+    await expect_(overview.locator(".c-relay")).to_have_text("worker")
     await expect_(overview.locator(".c-failed")).to_have_text("1")
     await expect_(overview.locator(".c-delivered")).to_have_text("3")
 
@@ -268,3 +273,56 @@ async def _park(page: Page, base: str, head: int) -> None:
     await page.select_option("#f-status", "parked")
     await page.click("#apply")
     await expect_(row.locator(".status")).to_have_text("parked")
+
+
+async def test_a_debezium_box_shows_its_capture_and_offers_only_replay(
+    relays: Relays, settings: Settings
+) -> None:
+    """A box Debezium relays: the overview names the relay and what is wrong with its capture
+    (no slot here), its items offer no retry, park or discard (the API refuses them), and
+    Replay captures the item again behind the captured ones."""
+    if not shutil.which(CHROMIUM):
+        pytest.skip("Chromium is not installed (Debian/Ubuntu: apt-get install -y chromium)")
+    playwright_api = pytest.importorskip("playwright.async_api")
+    container = relays.container
+    await install_trigger(container, relays.box)
+    ids = await create(container, "ab")
+    assert await captured_ids(container) == ids
+    debezium_settings = settings.model_copy(
+        update={"boxes_file": relays.debezium_file, "debezium_name_suffix": relays.suffix}
+    )
+    with serving(debezium_settings) as base:
+        async with asyncio.timeout(180), playwright_api.async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = await browser.new_page()
+                await _replay(page, base, relays.names.slot, ids[0])
+            finally:
+                await browser.close()
+    assert await captured_ids(container) == [*ids, ids[0]]
+    assert await count(container, ItemStatus.DELIVERED) == 2
+
+
+async def _replay(page: Page, base: str, slot: str, item_id: int) -> None:
+    from playwright.async_api import expect as expect_
+
+    await page.goto(f"{base}/admin/ui")
+    await page.fill("#token", TOKEN)
+    await page.click("#login")
+    overview = page.locator(f'#boxes tr[data-box="{OUTBOX_BOX}"]')
+    relay = overview.locator(".c-relay")
+    await expect_(relay).to_have_text(f"debezium: captured, but replication slot {slot} is missing")
+    await expect_(relay).to_have_class("c-relay relay-problem")
+    await expect_(overview.locator(".c-delivered")).to_have_text("2")
+    await expect_(page.locator(f'#boxes tr[data-box="{INBOX_BOX}"] .c-relay')).to_have_text("")
+
+    await page.select_option("#f-box", OUTBOX_BOX)
+    await page.click("#apply")
+    await expect_(page.locator("#items tbody tr")).to_have_count(2)
+    row = page.locator(f'#items tr[data-id="{item_id}"]')
+    await expect_(row.locator("button")).to_have_text(["Details", "Replay"])
+    await row.locator(".act-replay").click()
+    await expect_(page.locator("#confirm-text")).to_contain_text("sent again with the same")
+    await page.click("#confirm-ok")
+    await expect_(page.locator("#message")).to_contain_text("replay: 1 item(s) changed")
+    await expect_(page.locator("#audit tbody tr").first.locator(".a-action")).to_have_text("replay")

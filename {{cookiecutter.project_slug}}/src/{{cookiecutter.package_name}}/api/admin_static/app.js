@@ -2,7 +2,7 @@
 "use strict";
 
 const TOKEN_KEY = "outbox-admin-token";
-const state = { box: "", after: null, timer: null };
+const state = { box: "", after: null, timer: null, relays: {} };
 const $ = (id) => document.getElementById(id);
 
 function token() {
@@ -44,6 +44,25 @@ function age(seconds) {
   return (seconds / 3600).toFixed(1) + " h";
 }
 
+function bytes(n) {
+  if (n === null || n === undefined) return "-";
+  if (n < 1024) return n + " B";
+  if (n < 1048576) return (n / 1024).toFixed(1) + " KiB";
+  return (n / 1048576).toFixed(1) + " MiB";
+}
+
+// The relay column: empty for an inbox, "worker", or for a box Debezium relays its capture:
+// the problems PostgreSQL shows (missing trigger or slot, ...) or the slot's state.
+function relayText(box) {
+  if (!box.relay) return ["", ""];
+  if (box.relay !== "debezium" || !box.capture) return [box.relay, ""];
+  const capture = box.capture;
+  if (capture.problems.length) return ["debezium: " + capture.problems.join("; "), "relay-problem"];
+  const slot = capture.slot + (capture.slot_active ? " streaming" : " not read by a connector");
+  const rows = capture.capture_rows + " capture rows";
+  return ["debezium: slot " + slot + ", lag " + bytes(capture.lag_bytes) + ", " + rows, ""];
+}
+
 function say(text, isError) {
   const message = $("message");
   message.textContent = text;
@@ -70,6 +89,9 @@ async function loadBoxes() {
     });
     name.appendChild(link);
     cell(row, box.kind);
+    const [relay, relayClass] = relayText(box);
+    cell(row, relay, ("c-relay " + relayClass).trim());
+    state.relays[box.box] = box.relay;
     cell(row, box.counts.pending, "c-pending");
     cell(row, box.pending_waiting);
     cell(row, box.counts.failed, box.counts.failed ? "status-failed c-failed" : "c-failed");
@@ -141,11 +163,17 @@ function itemRow(box, item) {
   cell(row, item.created_at);
   const actions = cell(row, "");
   const buttons = [["Details", () => showItem(box, item.id)]];
-  if (item.status !== "delivered") buttons.push(["Retry", () => act(box, item.id, "retry")]);
-  // Park: move a failed head aside so that the later items of its key go on.
-  if (item.status === "failed") buttons.push(["Park", () => act(box, item.id, "park")]);
-  if (["failed", "pending", "parked"].includes(item.status)) {
-    buttons.push(["Discard", () => act(box, item.id, "discard")]);
+  if (state.relays[box] === "debezium") {
+    // Debezium relays the box: its items are captured when inserted and never fail, back
+    // off or block a key, so retry, park and discard are refused; replay captures again.
+    if (item.status === "delivered") buttons.push(["Replay", () => act(box, item.id, "replay")]);
+  } else {
+    if (item.status !== "delivered") buttons.push(["Retry", () => act(box, item.id, "retry")]);
+    // Park: move a failed head aside so that the later items of its key go on.
+    if (item.status === "failed") buttons.push(["Park", () => act(box, item.id, "park")]);
+    if (["failed", "pending", "parked"].includes(item.status)) {
+      buttons.push(["Discard", () => act(box, item.id, "discard")]);
+    }
   }
   for (const [label, handler] of buttons) {
     const button = document.createElement("button");
@@ -196,6 +224,7 @@ function confirmDialog(text) {
 
 const CONFIRM_NOTES = {
   park: " It is set aside: the later items of its key go on; retry or discard it later.",
+  replay: " It is sent again with the same message id.",
 };
 
 async function act(box, id, action) {
