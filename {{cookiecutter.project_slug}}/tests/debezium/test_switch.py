@@ -10,9 +10,10 @@ The procedure the test follows is the one docs/debezium.md gives operators:
    first, new ones wait), copies every pending item into the capture table in id order,
    marks them delivered and installs the capture trigger. An item the worker was sending at
    that moment is sent twice (at-least-once), never out of order.
-3. Set `relay: debezium` in boxes.yaml and restart the workers (here: the in-process worker
-   is stopped and started with that configuration). Pending stays 0 from now on: every new
-   item is captured by the trigger.
+3. Set `relay: debezium` in boxes.yaml and restart the workers (here: two in-process
+   workers, each its own member splitting the box's buckets, are stopped and started with
+   that configuration). Pending stays 0 from now on: every new item is captured by the
+   trigger.
 4. Debezium -> worker (`debezium-switch BOX --to worker`): the box is paused, one
    transaction locks the table and drops the trigger, a heartbeat is written and the switch
    waits until the slot confirmed it (everything captured before is on Kafka), then the box
@@ -30,7 +31,9 @@ per-key order at the switch)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -49,6 +52,18 @@ pytestmark = pytest.mark.connect
 
 PLAN = Load(keys=50, per_key=80, writers=5, seconds=12.0)
 WORKER_PHASE, DEBEZIUM_PHASE = 3.0, 4.0
+WORKERS = 2  # worker processes of the service, as two in-process workers: two members
+
+
+@contextlib.asynccontextmanager
+async def workers(service: DebeziumService, registry: BoxRegistry) -> AsyncIterator[None]:
+    """WORKERS workers of the box, each with its own lock connection (the buckets split)."""
+    async with contextlib.AsyncExitStack() as stack:
+        for _ in range(WORKERS):
+            await stack.enter_async_context(
+                running_worker(service.container, registry, [OUTBOX_BOX])
+            )
+        yield
 
 
 async def _sample_pending(service: DebeziumService, seconds: float) -> int:
@@ -78,14 +93,13 @@ async def test_worker_to_debezium_and_back_under_load(
         await service.register()
         writing = asyncio.create_task(load(service, PLAN, stats))
         try:
-            boxes = [OUTBOX_BOX]
-            async with running_worker(service.container, lagging(service), boxes):
+            async with workers(service, lagging(service)):
                 await asyncio.sleep(WORKER_PHASE)
                 to_debezium = await service.to_debezium()
-            async with running_worker(service.container, service.registry("debezium"), boxes):
+            async with workers(service, service.registry("debezium")):
                 pending_under_debezium = await _sample_pending(service, DEBEZIUM_PHASE)
                 to_worker = await service.to_worker()
-            async with running_worker(service.container, service.registry("worker"), boxes):
+            async with workers(service, service.registry("worker")):
                 await writing
 
                 async def drained() -> bool:
@@ -98,7 +112,7 @@ async def test_worker_to_debezium_and_back_under_load(
             await asyncio.gather(writing, return_exceptions=True)
         row = await audited(service, "switch", started)
         row.notes.append(
-            f"to debezium: {to_debezium}; to worker: {to_worker}; most pending while "
+            f"{WORKERS} workers; to debezium: {to_debezium}; to worker: {to_worker}; most pending while "
             f"Debezium relayed: {pending_under_debezium}"
         )
         ledger.append(row)
