@@ -41,6 +41,14 @@ def correctness(results: dict[str, list[dict[str, Any]]], sizes: Sizes) -> list[
     for c in results.get("create_cost", []):
         for problem in c.get("problems", []):
             failures.append(f"cost {c['system']}: {problem}")
+    for r in results.get("scale", []):
+        if r["lost"] or r["order_violations"] or r["unsettled"] or not r["complete"]:
+            failures.append(
+                f"scale {r['system']}: lost {r['lost']}, {r['order_violations']} order "
+                f"violations, {r['unsettled']} changes not settled within 30 s"
+            )
+        for problem in r["problems"]:
+            failures.append(f"scale {r['system']}: {problem}")
     for key, rows in results.items():
         for r in rows:
             settled = r.get("settle", {})

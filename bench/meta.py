@@ -34,7 +34,7 @@ def load_note(outcome: Outcome) -> str:
         text += (
             " **Not every run could start on a quiet machine (other jobs shared its cores), "
             "so absolute numbers are low and noisy; the ratios of the same repeat are what to "
-            "read, and section 5 shows the load each run started on.**"
+            "read, and section 6 shows the load each run started on.**"
         )
     return text
 
@@ -83,6 +83,8 @@ def metadata(
             "done after: " + ", ".join(f"{k} {v:.0f}s" for k, v in fill_seconds.items()),
         ],
         "backlog": sizes.backlog,
+        "scale_step": sizes.scale_step,
+        "scale_rate": sizes.scale_rate,
         "size": sizes.size,
         "keys": sizes.keys,
         "duration": sizes.duration,

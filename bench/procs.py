@@ -73,6 +73,35 @@ def run(
     return log.read_text(errors="replace")
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system, every thread) the process has used, from /proc/<pid>/stat;
+    None when it is gone. Independent of what else the machine runs."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Fields after the command name (which may hold spaces) start at field 3 (state).
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def memory_mb(pid: int) -> tuple[float, float] | None:
+    """(resident set now, its peak so far) in MiB, from /proc/<pid>/status (VmRSS, VmHWM);
+    None when the process is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    try:
+        return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+    except (KeyError, ValueError):
+        return None
+
+
 def base_env(**extra: str) -> dict[str, str]:
     env = {
         k: v

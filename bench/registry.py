@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import scenarios
+from . import scale, scenarios
 from .context import Context
 from .sizes import Sizes
 from .systems import System
@@ -65,6 +65,18 @@ def _cost_line(r: Result) -> str:
     return f"{r['without']:,.0f} -> {r['with']:,.0f} tx/s (+{r['overhead_pct']:.1f}% per tx)"
 
 
+def _scale_line(r: Result) -> str:
+    settles = ", ".join(
+        f"{c['change']} {c['workers']}: "
+        + ("NOT settled" if c["settle_s"] is None else f"{c['settle_s'] * 1000:.0f} ms")
+        for c in r["changes"]
+    )
+    return (
+        f"settled after {settles}; {r['delivered']:,}/{r['committed']:,} delivered, dups "
+        f"{r['duplicates']}, order violations {r['order_violations']}"
+    )
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         name="drain",
@@ -115,6 +127,20 @@ SCENARIOS: tuple[Scenario, ...] = (
         label=lambda case: "",
         run=scenarios.create_cost,
         describe=_cost_line,
+    ),
+    Scenario(
+        name="scale",
+        key="scale",
+        template="empty",
+        metric="max_settle_ms",
+        unit="ms until settled (slowest change)",
+        lower_is_better=True,
+        cases=lambda sizes: [{"workers": sizes.scale_workers, "buckets": sizes.scale_buckets}],
+        label=lambda case: f"{case['workers']} workers",
+        run=scale.scale,
+        describe=_scale_line,
+        # Ours alone: the baseline's ownership is static, the peers have none.
+        applies=lambda system, case: system.project is not None and not system.debezium,
     ),
 )
 BY_NAME: dict[str, Scenario] = {s.name: s for s in SCENARIOS}

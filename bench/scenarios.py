@@ -61,7 +61,13 @@ def drain(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -
         )
         for i in range(workers)
     ]
-    complete = reader.wait(cap_seconds)
+    cpu_from = _first_seen(reader, children, started + cap_seconds)
+    rss_from = _memory(children)
+    complete = reader.wait(max(0.0, started + cap_seconds - time.time()))
+    # One process only: with two, the second may still be starting up (imports) when the
+    # first message is seen, and its start-up would be counted as relaying.
+    cpu_us = _cpu_per_message(children, reader, cpu_from, backlog) if workers == 1 else None
+    rss_to = _memory(children)
     problems = _stop_all(children)
     seen = reader.result
     span = seen.span()
@@ -78,8 +84,53 @@ def drain(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -
         "duplicates": seen.duplicates(),
         "order_violations": seen.order_violations(),
         "keyless": seen.keyless(),
+        "cpu_us_per_msg": cpu_us,
+        # MiB, the largest relay process: at the first message, at the end, its peak.
+        "rss_mb_first": rss_from[0] if rss_from else None,
+        "rss_mb_end": rss_to[0] if rss_to else None,
+        "rss_mb_peak": rss_to[1] if rss_to else None,
         "problems": problems,
     }
+
+
+def _memory(children: list[procs.Child]) -> tuple[float, float] | None:
+    """(resident MiB now, peak MiB) of the largest of the processes; None if one is gone."""
+    found = [procs.memory_mb(c.proc.pid) for c in children]
+    if not found or any(m is None for m in found):
+        return None
+    return max(m[0] for m in found if m), max(m[1] for m in found if m)
+
+
+CpuMark = tuple[float, int]  # relay processes' CPU seconds, distinct messages seen
+
+
+def _first_seen(
+    reader: TopicReader, children: list[procs.Child], deadline: float
+) -> CpuMark | None:
+    """Once the first message is on the topic (start-up and connecting are over): the relay
+    processes' CPU time so far and the messages seen so far."""
+    while not reader.result.first_at and time.time() < deadline and not reader.complete.is_set():
+        time.sleep(0.005)
+    cpu = [procs.cpu_seconds(c.proc.pid) for c in children]
+    if not reader.result.first_at or any(c is None for c in cpu):
+        return None
+    return sum(c for c in cpu if c is not None), len(reader.result.first_at)
+
+
+def _cpu_per_message(
+    children: list[procs.Child], reader: TopicReader, start: CpuMark | None, backlog: int
+) -> float | None:
+    """Relay CPU (all threads) per message from the first message seen to the end of the run,
+    in microseconds: what relaying costs, start-up excluded. None when the window saw less
+    than half the backlog (a reader that fell behind a tiny drain) or no CPU tick at all."""
+    cpu = [procs.cpu_seconds(c.proc.pid) for c in children]
+    if start is None or any(c is None for c in cpu):
+        return None
+    messages = len(reader.result.first_at) - start[1]
+    spent = sum(c for c in cpu if c is not None) - start[0]
+    if messages < backlog // 2 or spent <= 0:
+        return None
+    return spent / messages * 1e6
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -165,6 +216,7 @@ def inbox(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -
             break
         time.sleep(0.5)
     time.sleep(1.0)  # anything past `distinct` would be a stored duplicate
+    memory = _memory([child])
     problems = _stop_all([child])
     row = ctx.pg.fetchrow(
         run_db,
@@ -182,6 +234,8 @@ def inbox(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -
         "lost": distinct - unique,
         "rate": rows / span if span > 0 else 0.0,
         "consumed_rate": sent * rows / distinct / span if span > 0 else 0.0,
+        "rss_mb_end": memory[0] if memory else None,
+        "rss_mb_peak": memory[1] if memory else None,
         "problems": problems,
     }
 

@@ -24,6 +24,12 @@ class Sizes:
     cost_rounds: int
     peer_cap: float
     drain_timeout: float
+    # Many workers (bench/scale.py): processes joining one by one, then leaving; seconds
+    # between changes; the load's items/s meanwhile.
+    scale_workers: int
+    scale_buckets: int
+    scale_step: float
+    scale_rate: int
 
 
 FULL = Sizes(
@@ -42,6 +48,10 @@ FULL = Sizes(
     cost_rounds=3,
     peer_cap=60,
     drain_timeout=300,
+    scale_workers=8,
+    scale_buckets=256,
+    scale_step=5,
+    scale_rate=1000,
 )
 QUICK = Sizes(
     backlog=5_000,
@@ -59,4 +69,8 @@ QUICK = Sizes(
     cost_rounds=1,
     peer_cap=60,
     drain_timeout=120,
+    scale_workers=3,
+    scale_buckets=256,
+    scale_step=3,
+    scale_rate=200,
 )

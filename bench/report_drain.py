@@ -1,0 +1,95 @@
+"""The report's drain section: msgs/s per system and worker count, ratios to the baseline
+and by ours, what was delivered, the relay's CPU and memory, and Debezium's hand-over."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from .report_fmt import BASELINE, OURS, median_of, ratio, summary
+from .report_fmt import table as _table
+from .systems import OURS_DEBEZIUM
+
+
+def render(drains: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    add = out.append
+    add("## 1. Drain a backlog to Kafka")
+    add("")
+    add(
+        f"{meta['backlog']:,} items of ~{meta['size']} B in {meta['keys']:,} keys, already "
+        "committed; the relay starts and sends them all. msgs/s = distinct message ids seen on "
+        "the topic / time from the first to the last one (the topic is read back while it "
+        "fills). " + meta["cap_note"]
+    )
+    add("")
+    rows = []
+    for workers in sorted({d["workers"] for d in drains}):
+        base = median_of(drains, "rate", system=BASELINE, workers=workers)
+        ours = median_of(drains, "rate", system=OURS, workers=workers)
+        for system in systems:
+            mine = [d for d in drains if d["system"] == system and d["workers"] == workers]
+            if not mine:
+                continue
+            rate = statistics.median(d["rate"] for d in mine)
+            delivered = "/".join(f"{d['delivered']:,}" for d in mine)
+            rows.append(
+                [
+                    system,
+                    "1 connector task" if system == OURS_DEBEZIUM else str(workers),
+                    summary(d["rate"] for d in mine),
+                    ratio(rate, base),
+                    ratio(ours, rate) if system != OURS else "-",
+                    delivered,
+                    str(sum(d["duplicates"] for d in mine)),
+                    str(sum(d["order_violations"] for d in mine)),
+                    summary((d.get("cpu_us_per_msg") for d in mine), 1),
+                    summary(d.get("rss_mb_peak") for d in mine),
+                ]
+            )
+    out += _table(
+        [
+            "system",
+            "worker processes",
+            "msgs/s",
+            "vs baseline",
+            "ours vs it",
+            "delivered per repeat",
+            "duplicates",
+            "order violations",
+            "relay CPU µs/msg",
+            "relay RSS peak MiB",
+        ],
+        rows,
+    )
+    add("")
+    add(
+        "Relay CPU µs/msg (one relay process): user + system CPU time of the process (every "
+        "thread, from `/proc/<pid>/stat`) from the first message on the topic to the last, per "
+        "message delivered meanwhile; start-up is not counted, and the number hardly depends "
+        "on what else the machine runs. With two processes it is n/a: the second may still "
+        "be starting up when the first message is out. Relay RSS peak: the largest relay "
+        "process's peak resident memory (`VmHWM`). Debezium's are n/a (the Connect worker's "
+        "JVM is shared)."
+    )
+    add("")
+    debezium = [d for d in drains if d["system"] == OURS_DEBEZIUM]
+    if debezium:
+        add(
+            f"{OURS_DEBEZIUM}: the switch to Debezium hands the whole backlog over in one "
+            "transaction (its pending items copied to the capture table); from its commit, "
+            "the first message was on the topic after "
+            + summary((d["commit_to_first"] for d in debezium), 1)
+            + " s (PostgreSQL decodes a transaction once it has committed) and the last after "
+            + summary((d["commit_to_last"] for d in debezium), 1)
+            + " s. The switch's transaction itself took "
+            + summary((d["switch_s"] for d in debezium), 1)
+            + " s and registering the connector "
+            + summary((d["register_s"] for d in debezium), 1)
+            + " s (neither is part of the rate)."
+        )
+        add("")
+    add("![drain throughput](img/bench-throughput.png)")
+    add("")
+
+    return out
