@@ -102,6 +102,7 @@ def _memory(children: list[procs.Child]) -> tuple[float, float] | None:
 
 
 CpuMark = tuple[float, int]  # relay processes' CPU seconds, distinct messages seen
+MIN_CPU_S = 0.1  # ten clock ticks: below that the figure is mostly rounding
 
 
 def _first_seen(
@@ -121,14 +122,15 @@ def _cpu_per_message(
     children: list[procs.Child], reader: TopicReader, start: CpuMark | None, backlog: int
 ) -> float | None:
     """Relay CPU (all threads) per message from the first message seen to the end of the run,
-    in microseconds: what relaying costs, start-up excluded. None when the window saw less
-    than half the backlog (a reader that fell behind a tiny drain) or no CPU tick at all."""
+    in microseconds: what relaying costs, start-up excluded. None when the window is too
+    short to measure: less than half the backlog in it (the reader fell behind a tiny drain)
+    or under MIN_CPU_S of CPU (the kernel counts CPU time in 10 ms ticks)."""
     cpu = [procs.cpu_seconds(c.proc.pid) for c in children]
     if start is None or any(c is None for c in cpu):
         return None
     messages = len(reader.result.first_at) - start[1]
     spent = sum(c for c in cpu if c is not None) - start[0]
-    if messages < backlog // 2 or spent <= 0:
+    if messages < backlog // 2 or spent < MIN_CPU_S:
         return None
     return spent / messages * 1e6
 

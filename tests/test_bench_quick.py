@@ -19,6 +19,8 @@ import itertools
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -170,23 +172,26 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     assert spread["n"] == REPEATS
     assert f"| drain | w1 | ours / baseline | {min(ratios):.2f}x |" in report
 
-    # Relay CPU per message: read from /proc for every one-process drain run of ours and
-    # the baseline, a plausible number (a message costs more than 1 us and less than 10 ms
-    # of CPU); n/a with two processes. Shown in the drain table and checked against its
-    # target in every repeat.
+    # Relay CPU per message (bench/procs.py's reading is tested on its own below): at quick
+    # sizes a drain can be too short to measure (the baseline sends 5,000 messages in tens
+    # of milliseconds), so a one-process run has a plausible figure (a message costs more
+    # than 1 us and less than 10 ms of CPU) or none; a two-process run never has one. Peak
+    # RSS is always read. The drain table shows both, the targets table the CPU figures.
     for r in doc["runs"]["drain"]:
+        cpu = r["cpu_us_per_msg"]
         if r["workers"] == 1:
-            assert 1 < r["cpu_us_per_msg"] < 10_000, r
+            assert cpu is None or 1 < cpu < 10_000, r
         else:
-            assert r["cpu_us_per_msg"] is None, r
+            assert cpu is None, r
         assert 10 < r["rss_mb_peak"] < 1000, r
     assert "| relay CPU µs/msg | relay RSS peak MiB |" in report
     mine = [
         r["cpu_us_per_msg"]
         for r in doc["runs"]["drain"]
-        if r["system"] == "ours" and r["workers"] == 1
+        if r["system"] == "ours" and r["workers"] == 1 and r["cpu_us_per_msg"] is not None
     ]
-    assert f"| {' / '.join(f'{x:.1f}' for x in mine)} us |" in report
+    if mine:
+        assert f"| {' / '.join(f'{x:.1f}' for x in mine)} us |" in report
     assert "| inbox: >= 1.0x baseline in every repeat |" in report
     assert "| p99 at 200/s: <= 1.2x baseline in every repeat |" in report
 
@@ -202,3 +207,41 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
         assert r["delivered"] == r["committed"] > 0, r
     assert "## 5. Many workers joining and leaving" in report
     assert "| leave | 1 |" in report
+
+
+def _procs_module() -> ModuleType:
+    """bench/procs.py is stdlib only: loaded by path like bench/order.py."""
+    spec = importlib.util.spec_from_file_location("bench_procs", REPO_ROOT / "bench" / "procs.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cpu_time_and_memory_of_a_process_are_read_from_proc() -> None:
+    """A child that burns 0.4 s of CPU and holds 64 MiB: /proc says so; once it is reaped,
+    nothing is read."""
+    procs = _procs_module()
+    burn = (
+        "import time\n"
+        "block = bytearray(64 * 1024 * 1024)\n"
+        "for i in range(0, len(block), 4096): block[i] = 1\n"
+        "end = time.process_time() + 0.4\n"
+        "while time.process_time() < end: pass\n"
+        "print('done', flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "done\n"
+        cpu = procs.cpu_seconds(child.pid)
+        rss, peak = procs.memory_mb(child.pid)
+        assert 0.4 <= cpu < 3.0, cpu
+        assert 64 <= rss <= peak < 512, (rss, peak)
+    finally:
+        child.kill()
+        child.wait(10)
+    assert procs.cpu_seconds(child.pid) is None
+    assert procs.memory_mb(child.pid) is None
