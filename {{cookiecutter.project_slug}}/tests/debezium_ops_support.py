@@ -24,6 +24,7 @@ from outbox_engine.debezium.connector import DebeziumNames
 from outbox_engine.debezium.register import unregister
 from outbox_engine.store import capture, slots
 
+from .debezium.connect import ConnectUnavailable, connect_url
 from .ops_support import TABLE, run_cli
 from .support import OUTBOX_BOX, boxes_yaml, make_registry, service_env
 
@@ -61,6 +62,15 @@ def _write_boxes(path: Path, relay: str, topic: str) -> Path:
     raw["outbox"][OUTBOX_BOX]["transports"][0]["args"]["topic"] = topic
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
+
+
+@pytest.fixture
+def connect() -> str:
+    """TEST_CONNECT_URL, checked; else the test fails saying how to provide it."""
+    try:
+        return connect_url()
+    except ConnectUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture

@@ -19,10 +19,10 @@ from outbox_engine.store import slots
 from outbox_engine.store.pauses import list_pauses
 from outbox_engine.store.status import ItemStatus
 
-from ..debezium.connect import ConnectUnavailable, connect_url
 from ..debezium_ops_support import (
     Relays,
     captured_ids,
+    connect,
     create,
     install_trigger,
     relays,
@@ -31,19 +31,10 @@ from ..debezium_ops_support import (
 from ..ops_support import Spec, seed, states
 from ..support import INBOX_BOX, OUTBOX_BOX, wait_for
 
-__all__ = ["relays"]  # the fixture
+__all__ = ["connect", "relays"]  # the fixtures
 PENDING, FAILED, DELIVERED = ItemStatus.PENDING, ItemStatus.FAILED, ItemStatus.DELIVERED
 # Slots need PostgreSQL with wal_level=logical, --register a Kafka Connect with Debezium.
 pytestmark = pytest.mark.connect
-
-
-@pytest.fixture
-def connect() -> str:
-    """TEST_CONNECT_URL, checked; else the test fails saying how to provide it."""
-    try:
-        return connect_url()
-    except ConnectUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
 
 
 async def test_config_prints_the_engines_connector_json(relays: Relays) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -18,22 +19,12 @@ from sqlalchemy.engine import make_url
 from outbox_engine.store import slots
 from outbox_engine.store.capture import CAPTURE_TABLE
 
-from ..debezium.connect import ConnectUnavailable, connect_url
-from ..debezium_ops_support import Relays, relays
+from ..debezium_ops_support import Relays, connect, relays
 
-__all__ = ["relays"]  # the fixture
+__all__ = ["connect", "relays"]  # the fixtures
 # Slots need PostgreSQL with wal_level=logical, --register a Kafka Connect with Debezium.
 pytestmark = pytest.mark.connect
 PASSWORD = "role-test-password"
-
-
-@pytest.fixture
-def connect() -> str:
-    """TEST_CONNECT_URL, checked; else the test fails saying how to provide it."""
-    try:
-        return connect_url()
-    except ConnectUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture
@@ -61,6 +52,18 @@ def _as(relays: Relays, role: str) -> str:
     return url.set(username=role, password=PASSWORD).render_as_string(hide_password=False)
 
 
+async def _register_as(relays: Relays, role: str, connect: str) -> Any:
+    """`debezium-config --register` with the service's DATABASE_URL logging in as `role`."""
+    return await asyncio.to_thread(
+        relays.cli,
+        "debezium-config",
+        "--register",
+        "--connect-url",
+        connect,
+        DATABASE_URL=_as(relays, role),
+    )
+
+
 async def _left_behind(relays: Relays, connect: str) -> tuple[bool, bool, int]:
     """(slot exists, publication exists, HTTP status of the connector on Connect)."""
     async with relays.container.engine().connect() as conn:
@@ -82,14 +85,7 @@ async def test_a_role_without_replication_is_told_to_get_it(
     # The publication is there (made by the migrations' owner), so the slot is what fails.
     async with relays.container.engine().begin() as conn:
         await slots.ensure_publication(conn, relays.names.publication)
-    result = await asyncio.to_thread(
-        relays.cli,
-        "debezium-config",
-        "--register",
-        "--connect-url",
-        connect,
-        DATABASE_URL=_as(relays, role),
-    )
+    result = await _register_as(relays, role, connect)
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert (
         f"cannot create replication slot {relays.names.slot}: the database user needs the "
@@ -102,14 +98,7 @@ async def test_a_role_without_replication_is_told_to_get_it(
 async def test_a_role_that_does_not_own_the_capture_table_is_told_who_does(
     relays: Relays, role: str, connect: str
 ) -> None:
-    result = await asyncio.to_thread(
-        relays.cli,
-        "debezium-config",
-        "--register",
-        "--connect-url",
-        connect,
-        DATABASE_URL=_as(relays, role),
-    )
+    result = await _register_as(relays, role, connect)
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert (
         f"cannot create publication {relays.names.publication}: the registering role must own "
