@@ -93,7 +93,10 @@ def run_plan(ctx: Context, plan: Plan) -> Outcome:
         for scenario in plan.scenarios:
             for case in scenario.cases(plan.sizes):
                 systems = [by_name[n] for n in names if scenario.applies(by_name[n], case)]
-                for position, system in enumerate(systems):
+                for system in systems:
+                    # Its place in this repeat's whole order, also where a scenario runs
+                    # only some of the systems (scale: ours alone).
+                    position = names.index(system.name)
                     result = attempt(ctx, scenario, system, case, plan.sizes, wait_s)
                     wait_s = plan.run_wait_s
                     if result is None:

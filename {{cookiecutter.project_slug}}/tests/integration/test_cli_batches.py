@@ -161,10 +161,20 @@ async def test_yes_changes_every_row_in_batches_with_one_audit_row_each(
     assert all(r[2] == {"statuses": ["failed"]} for r in rows)
 
 
+_WITH_CTRL_C = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'cli'; runpy.run_module('{{ cookiecutter.package_name }}.cli', run_name='__main__')"
+)
+
+
 def _interrupt_after_first_batch(args: list[str], env: dict[str, str]) -> tuple[int, str, str, str]:
-    """Start the command, send SIGINT (Ctrl-C) once its first batch line is printed."""
+    """Start the command, send SIGINT (Ctrl-C) once its first batch line is printed.
+
+    The child starts with SIGINT's default action, as in a terminal: a test run started in
+    the background of a script (`cmd &`) ignores SIGINT, every child inherits that, and
+    Python then installs no KeyboardInterrupt handler at all."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "{{ cookiecutter.package_name }}.cli", *args],
+        [sys.executable, "-c", _WITH_CTRL_C, *args],
         env=env,
         cwd=PROJECT_ROOT,
         stdin=subprocess.DEVNULL,
@@ -174,6 +184,7 @@ def _interrupt_after_first_batch(args: list[str], env: dict[str, str]) -> tuple[
     )
     assert process.stdout is not None
     first = process.stdout.readline()
+    assert process.poll() is None, "the run ended before it could be interrupted"
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
     return process.returncode, first, out, err
