@@ -3,10 +3,11 @@
 Lane i of a box processes the owned buckets b with b % concurrency == i, so each bucket is
 in one lane of one process and its items go out in order. A lane wakes on a NOTIFY for its
 buckets (milliseconds after a commit), right away when its last batch claimed anything,
-and every `poll_interval` as a safety net. A lane never ends while the worker runs: a
-database error or any other exception is logged and retried with a growing pause (its
-items stay pending), and a destination that is unavailable backs the lane off without
-consuming a retry. Each turn stamps a tick; `liveness()` fails when a lane stops turning.
+and when the idle probe (relay/idle_probe.py, one statement for all idle lanes every
+`poll_interval`) finds a claimable item no NOTIFY announced. A lane never ends while the
+worker runs: a database error or any other exception is logged and retried with a growing
+pause (its items stay pending), and a destination that is unavailable backs the lane off
+without consuming a retry. Each turn stamps a tick; `liveness()` fails when a lane stops turning.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from outbox_engine.relay.idle_probe import IdleLane, IdleProbe
 from outbox_engine.relay.pacing import DB_ERRORS, Pacer
 from outbox_engine.relay.processor import BoxProcessor
 from outbox_engine.store.ownership import BoxOwnership
@@ -38,9 +40,10 @@ def lanes_to_wake(payload: str, concurrency: int) -> set[int] | None:
 class Lanes:
     """Runs the lanes of every box, and knows when each last turned."""
 
-    def __init__(self, pacer: Pacer, pauses: PauseReader) -> None:
+    def __init__(self, pacer: Pacer, pauses: PauseReader, probe: IdleProbe) -> None:
         self.pacer = pacer
         self.pauses = pauses
+        self.probe = probe
         self._ticks: dict[str, float] = {}
 
     async def run(
@@ -103,7 +106,11 @@ class Lanes:
             outage = 0
             if report is not None and report.claimed:
                 continue  # there may be more right away
-            await sleep(box.config.poll_interval, wake)
+            self.probe.enter(IdleLane(state, lane, processor.claimer.reads, wake))
+            try:
+                await sleep(self.probe.fallback(box.config.poll_interval), wake)
+            finally:
+                self.probe.leave(state, lane)
 
     def liveness(self, stall_seconds: float = 120.0) -> tuple[bool, str]:
         """Alive while every lane has turned within `stall_seconds` (a stuck lane fails it)."""

@@ -3,9 +3,10 @@
 Per box it runs `concurrency` lanes (relay/lanes.py) over the buckets this process owns
 (store/ownership.py: advisory locks on one lock connection, rebalanced every
 `rebalance_interval` and at once when another worker joins, leaves or gives buckets back).
-Lanes wake on NOTIFY (milliseconds after a commit) and poll every `poll_interval` as a
-safety net. Next to the lanes run the Kafka check (relay/readiness.py), backlog sampling for
-the depth gauges, and each box's retention. SIGTERM/SIGINT let each lane finish its current
+Lanes wake on NOTIFY (milliseconds after a commit) and, as a safety net, when the idle
+probe (relay/idle_probe.py: one statement for all idle lanes every `poll_interval`) finds
+work. Next to the lanes run the Kafka check (relay/readiness.py), backlog sampling for the
+depth gauges, and each box's retention. SIGTERM/SIGINT let each lane finish its current
 batch within the shutdown deadline; what is cut off stays pending and is sent again by the
 next owner.
 
@@ -28,14 +29,16 @@ import socket
 from outbox_engine.config.registry import Box, BoxRegistry
 from outbox_engine.middleware import Middlewares
 from outbox_engine.relay.capture_upkeep import CaptureUpkeep, split_by_relay
+from outbox_engine.relay.idle_probe import IdleProbe
 from outbox_engine.relay.lanes import Lanes, lanes_to_wake
 from outbox_engine.relay.options import WorkerOptions
 from outbox_engine.relay.pacing import DB_ERRORS, Pacer
-from outbox_engine.relay.processor import BoxProcessor
+from outbox_engine.relay.processor import RELAY_SESSION_SETTINGS, BoxProcessor
 from outbox_engine.relay.readiness import WorkerHealth, kafka_timeout_warnings
 from outbox_engine.store.depth import sample_depth
 from outbox_engine.store.ownership import Ownership
 from outbox_engine.store.pauses import PauseReader
+from outbox_engine.store.pgconn import DriverConnections
 from outbox_engine.store.retention import purge
 from outbox_engine.transports.kafka_logs import REPEATS
 from outbox_engine.transports.resources import Resources
@@ -83,7 +86,13 @@ class Worker:
             )
             for box in self.relayed
         }
-        self.lanes = Lanes(self._pacer, PauseReader(resources.engine))
+        pauses = PauseReader(resources.engine)
+        self.probe = IdleProbe(
+            self._pacer,
+            pauses,
+            DriverConnections(resources.engine, keep=True, settings=RELAY_SESSION_SETTINGS),
+        )
+        self.lanes = Lanes(self._pacer, pauses, self.probe)
         self.upkeep = CaptureUpkeep(
             resources.engine,
             self.boxes,
@@ -104,6 +113,10 @@ class Worker:
         self.ready = self.health.ready
         self.readiness = self.health.readiness
         self.liveness = self.lanes.liveness
+
+    def _probe_tick(self) -> float:
+        """The idle probe's tick: the shortest `poll_interval` of the boxes with lanes."""
+        return min(box.config.poll_interval for box in self.relayed)
 
     def _owned(self) -> int:
         return sum(len(s.owned) for s in self.ownership.boxes.values())
@@ -151,6 +164,11 @@ class Worker:
             asyncio.create_task(self.health.kafka_loop(self._pacer), name="kafka-check"),
             asyncio.create_task(self._rebalance_loop(), name="rebalance"),
             asyncio.create_task(self._depth_loop(), name="depth"),
+            *(
+                [asyncio.create_task(self.probe.run(self._probe_tick()), name="idle-probe")]
+                if lanes
+                else []
+            ),
             asyncio.create_task(self.upkeep.run(), name="capture-upkeep"),
             *(
                 asyncio.create_task(self._retention_loop(box), name=f"retention:{box.name}")
@@ -190,6 +208,7 @@ class Worker:
                     len(pending),
                 )
             await self.ownership.close()
+            await self.probe.connections.close()
             for processor in self.processors.values():
                 await processor.close()
             for transport in transports.values():

@@ -1,5 +1,6 @@
 """What the relay reads of a box's items: the claim, the flush's claim by id, the filters'
-look-ups (superseded, coalesced) and the flush's read-backs (buckets, states). (The backlog
+look-ups (superseded, coalesced), the idle lanes' probe (due_lanes) and the flush's
+read-backs (buckets, states). (The backlog
 depth the worker samples: depth.py.)
 
 Every statement is built once per box (the table name and the box's options are part of its
@@ -56,16 +57,20 @@ class ItemReads:
             if strict_order
             else ""
         )
+        # What makes a row of bucket b.bucket claimable now: the claim's conditions, shared
+        # with the idle probe's `due_check` so that both always ask the same question.
+        self._table = table
+        self._claimable = f"""t.bucket >= b.bucket AND t.bucket <= b.bucket
+                  AND t.status = {PENDING}
+                  AND (t.next_attempt_at IS NULL OR t.next_attempt_at <= now()) {blocked}
+                  AND t.event_key <> ALL(CAST(:paused_keys AS text[]))"""
         self.claim_sql = asyncpg_sql(
             f"""
             SELECT i.* FROM unnest(CAST(:buckets AS integer[])) WITH ORDINALITY AS b(bucket, ord)
             CROSS JOIN LATERAL (
                 SELECT {columns}
                 FROM {table} t
-                WHERE t.bucket >= b.bucket AND t.bucket <= b.bucket
-                  AND t.status = {PENDING}
-                  AND (t.next_attempt_at IS NULL OR t.next_attempt_at <= now()) {blocked}
-                  AND t.event_key <> ALL(CAST(:paused_keys AS text[]))
+                WHERE {self._claimable}
                 ORDER BY t.bucket, t.id
                 LIMIT :per_bucket
             ) AS i
@@ -127,6 +132,17 @@ class ItemReads:
         )
         return rows
 
+    def due_check(self, buckets: str, paused_keys: str) -> str:
+        """An SQL condition, true when `claim` of the buckets in parameter `buckets` (an
+        integer array) would return a row now, with parameter `paused_keys` (a text array)
+        as the claim's paused keys: one index range scan per bucket that stops at the first
+        claimable row (the idle probe, relay/idle_probe.py)."""
+        claimable = self._claimable.replace(":paused_keys", paused_keys)
+        return (
+            f"EXISTS (SELECT 1 FROM unnest(CAST({buckets} AS integer[])) AS b(bucket) "
+            f"CROSS JOIN LATERAL (SELECT 1 FROM {self._table} t WHERE {claimable} LIMIT 1) AS i)"
+        )
+
     async def claim_ids(self, conn: Any, uuids: list[UUID], paused_keys: list[str]) -> list[Any]:
         """The items of `uuids` that are pending, due, unpaused and head their key."""
         rows: list[Any] = await conn.fetch(
@@ -163,6 +179,28 @@ class ItemReads:
             found = {row[0] for row in rows}
             await conn.rollback()
         return found
+
+
+def due_lanes_sql(checks: Sequence[ItemReads]) -> str:
+    """One statement for many lanes: for check i (a box's reads, its lane's buckets in
+    parameter 2i+1, its paused keys in 2i+2), a row `i` when that lane has a claimable item."""
+    return " UNION ALL ".join(
+        f"SELECT {i} WHERE {reads.due_check(f'${2 * i + 1}', f'${2 * i + 2}')}"
+        for i, reads in enumerate(checks)
+    )
+
+
+async def due_lanes(
+    conn: Any, checks: Sequence[tuple[ItemReads, list[int], list[str]]]
+) -> set[int]:
+    """The indexes of the `checks` (reads, buckets, paused keys) that have a claimable item
+    now; `conn` is an asyncpg connection."""
+    if not checks:
+        return set()
+    params = [value for _reads, buckets, keys in checks for value in (buckets, keys)]
+    sql = due_lanes_sql([reads for reads, _buckets, _keys in checks])
+    rows = await conn.fetch(sql, *params, timeout=STATEMENT_TIMEOUT)
+    return {row[0] for row in rows}
 
 
 async def buckets_of(conn: Any, table: str, uuids: list[UUID]) -> dict[UUID, int]:

@@ -55,6 +55,15 @@ WHERE locktype = 'advisory' AND granted AND objsubid = 2
   AND classid = $1::bigint::oid
 """
 
+# Every box's locks in one statement (the rebalance tick reads them all at once).
+ALL_LOCKS_SQL = """
+SELECT classid::bigint AS ns, objid::bigint AS key2, pid = pg_backend_pid() AS mine
+FROM pg_locks
+WHERE locktype = 'advisory' AND granted AND objsubid = 2
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND classid = ANY($1::bigint[]::oid[])
+"""
+
 
 async def try_lock_bucket(conn: Any, namespace: int, bucket: int) -> bool:
     """Take the advisory lock of one bucket on this session if it is free (never waits)."""
@@ -162,10 +171,12 @@ class Ownership:
         conn = self._conn
         if conn is None:
             return
+        spaces = [state.box.lock_namespace for state in self.boxes.values()]
+        every = await conn.fetch(ALL_LOCKS_SQL, spaces)
         for state in self.boxes.values():
             box = state.box
             ns = box.lock_namespace
-            rows = await conn.fetch(LOCKS_SQL, ns)
+            rows = [r for r in every if r["ns"] == ns]
             members = sum(1 for r in rows if r["key2"] >= MEMBER_BASE) or 1
             held_elsewhere = {r["key2"] for r in rows if r["key2"] < MEMBER_BASE and not r["mine"]}
             target = math.ceil(box.config.bucket_count / members)

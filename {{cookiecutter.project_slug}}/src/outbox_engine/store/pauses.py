@@ -219,6 +219,12 @@ class PauseReader:
         self._lock = asyncio.Lock()
         self._failing = False
 
+    async def refresh(self) -> PauseSet:
+        """Read the pauses now, whatever the last read's age."""
+        async with self._lock:
+            await self._read()
+        return self._current
+
     async def current(self) -> PauseSet:
         if time.monotonic() - self._read_at < self._refresh:
             return self._current
