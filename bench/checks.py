@@ -49,6 +49,9 @@ def correctness(results: dict[str, list[dict[str, Any]]], sizes: Sizes) -> list[
             )
         for problem in r["problems"]:
             failures.append(f"scale {r['system']}: {problem}")
+    for r in results.get("idle", []):
+        for problem in r["problems"]:
+            failures.append(f"idle {r['system']}: {problem}")
     for key, rows in results.items():
         for r in rows:
             settled = r.get("settle", {})

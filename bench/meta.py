@@ -34,7 +34,7 @@ def load_note(outcome: Outcome) -> str:
         text += (
             " **Not every run could start on a quiet machine (other jobs shared its cores), "
             "so absolute numbers are low and noisy; the ratios of the same repeat are what to "
-            "read, and section 6 shows the load each run started on.**"
+            "read, and section 7 shows the load each run started on.**"
         )
     return text
 
@@ -85,6 +85,8 @@ def metadata(
         "backlog": sizes.backlog,
         "scale_step": sizes.scale_step,
         "scale_rate": sizes.scale_rate,
+        "idle_warmup": sizes.idle_warmup,
+        "idle_seconds": sizes.idle_seconds,
         "size": sizes.size,
         "keys": sizes.keys,
         "duration": sizes.duration,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import scale, scenarios
+from . import idle, scale, scenarios
 from .context import Context
 from .sizes import Sizes
 from .systems import System
@@ -74,6 +74,16 @@ def _scale_line(r: Result) -> str:
     return (
         f"settled after {settles}; {r['delivered']:,}/{r['committed']:,} delivered, dups "
         f"{r['duplicates']}, order violations {r['order_violations']}"
+    )
+
+
+def _idle_line(r: Result) -> str:
+    statements = r["statements_per_s"]
+    return (
+        f"{r['boxes']} boxes: CPU relay {r['relay_cpu_pct']:.2f}% + consumer "
+        f"{r['consumer_cpu_pct']:.2f}%, PostgreSQL backends {r['backend_cpu_pct']:.2f}%; "
+        + ("statements/s n/a" if statements is None else f"{statements:.1f} statements/s")
+        + f", {r['transactions_per_s']:.1f} transactions/s"
     )
 
 
@@ -141,6 +151,23 @@ SCENARIOS: tuple[Scenario, ...] = (
         describe=_scale_line,
         # Ours alone: the baseline's ownership is static, the peers have none.
         applies=lambda system, case: system.project is not None and not system.debezium,
+    ),
+    Scenario(
+        name="idle",
+        key="idle",
+        template="empty",
+        metric="cpu_pct",
+        unit="% of a core (relay + consumer), idle",
+        lower_is_better=True,
+        cases=lambda sizes: [{}],
+        label=lambda case: "",
+        run=idle.idle,
+        describe=_idle_line,
+        # Ours (10 boxes) and the baseline (its relay and consumer); the peers have no
+        # inbox consumer to pair with their relay.
+        applies=lambda system, case: (
+            not system.debezium and (system.project is not None or system.name == "baseline")
+        ),
     ),
 )
 BY_NAME: dict[str, Scenario] = {s.name: s for s in SCENARIOS}

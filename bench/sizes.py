@@ -30,6 +30,9 @@ class Sizes:
     scale_buckets: int
     scale_step: float
     scale_rate: int
+    # Idle cost (bench/idle.py): seconds before the window opens, and the window.
+    idle_warmup: float
+    idle_seconds: float
 
 
 FULL = Sizes(
@@ -52,6 +55,8 @@ FULL = Sizes(
     scale_buckets=256,
     scale_step=5,
     scale_rate=1000,
+    idle_warmup=10,
+    idle_seconds=60,
 )
 QUICK = Sizes(
     backlog=5_000,
@@ -73,4 +78,6 @@ QUICK = Sizes(
     scale_buckets=256,
     scale_step=3,
     scale_rate=200,
+    idle_warmup=5,
+    idle_seconds=6,
 )

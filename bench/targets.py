@@ -98,6 +98,25 @@ def target_rows(
                 check(max(mine) <= 25),
             ]
         )
+    idle = [r for r in results.get("idle", []) if r["system"] == OURS]
+    if idle:
+        cpu = [r["cpu_pct"] for r in idle]
+        rows.append(
+            [
+                f"idle, {idle[0]['boxes']} boxes: worker + consumer < 1% CPU (every repeat)",
+                " / ".join(f"{x:.2f}" for x in cpu) + " %",
+                check(max(cpu) < 1),
+            ]
+        )
+        statements = [r["statements_per_s"] for r in idle]
+        if all(s is not None for s in statements):
+            rows.append(
+                [
+                    f"idle, {idle[0]['boxes']} boxes: < 20 statements/s in all (every repeat)",
+                    " / ".join(f"{x:.1f}" for x in statements),
+                    check(max(statements) < 20),
+                ]
+            )
     violations = sum(r["order_violations"] for r in [*drains, *steadies] if r["system"] == OURS)
     rows.append(
         ["0 per-key order violations (ours, every run)", str(violations), check(violations == 0)]

@@ -33,9 +33,9 @@ pytestmark = [pytest.mark.bake, pytest.mark.services]
 SEED = 7
 REPEATS = 2
 SYSTEMS = ["ours", "baseline"]
-# Quick sizes: drain with 1 and 2 workers, steady at one rate, inbox, create cost; and
-# for ours alone the many-workers scenario (3 workers joining, then leaving).
-RUNS_PER_SYSTEM_AND_REPEAT = 5
+# Quick sizes: drain with 1 and 2 workers, steady at one rate, inbox, create cost, idle
+# cost; and for ours alone the many-workers scenario (3 workers joining, then leaving).
+RUNS_PER_SYSTEM_AND_REPEAT = 6
 SCALE_WORKERS = 3
 
 
@@ -97,7 +97,15 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     log = result.stdout
     assert result.returncode == 0, tail(log, 80)
     assert "quick run: correct" in log, tail(log, 80)
-    scenarios = ("drain ours w1", "drain ours w2", "steady ours", "inbox ours", "cost ours")
+    scenarios = (
+        "drain ours w1",
+        "drain ours w2",
+        "steady ours",
+        "inbox ours",
+        "cost ours",
+        "idle ours",
+        "idle baseline",
+    )
     for scenario in (*scenarios, "scale ours"):
         assert f"[bench] {scenario}" in log, tail(log, 80)
     assert f"[bench] seed {SEED} " in log, tail(log, 80)
@@ -135,7 +143,7 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
 
     # Every repeat's ratio ours / baseline, in the JSON, the CSV and the report.
     report = (out / "benchmarks.md").read_text()
-    assert "## 6. Every repeat" in report
+    assert "## 7. Every repeat" in report
     assert f"replay the order with `--seed {SEED}`" in report
     drain_w1 = [r for r in doc["per_repeat"] if r["scenario"] == "drain" and r["case"] == "w1"]
     assert [r["repeat"] for r in drain_w1] == list(range(REPEATS))
@@ -207,6 +215,24 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
         assert r["delivered"] == r["committed"] > 0, r
     assert "## 5. Many workers joining and leaving" in report
     assert "| leave | 1 |" in report
+
+    # Idle cost: ours with 10 boxes, the baseline with its one table; statements counted by
+    # pg_stat_statements (the services preload it), CPU read from /proc for both processes.
+    idle = doc["runs"]["idle"]
+    assert sorted((r["system"], r["boxes"]) for r in idle) == sorted(
+        [("ours", 10), ("baseline", 1)] * REPEATS
+    )
+    for r in idle:
+        assert r["problems"] == [], r
+        assert 5 < r["seconds"] < 30, r
+        assert r["statements_per_s"] is not None, r
+        assert r["statements_per_s"] > 0, r
+        assert r["transactions_per_s"] > 0, r
+        assert 0 <= r["relay_cpu_pct"] < 200, r
+        assert 0 <= r["consumer_cpu_pct"] < 200, r
+        assert r["backends"] >= 1, r
+    assert "## 6. Idle cost" in report
+    assert "| idle, 10 boxes: < 20 statements/s in all (every repeat) |" in report
 
 
 def _procs_module() -> ModuleType:
