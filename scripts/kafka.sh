@@ -123,10 +123,28 @@ start_broker() {
   wait_pid_file broker
 }
 
+# Whether this start logged that startup finished: in server.log or in a file it rolled
+# over to since the start (a broker loading thousands of partitions logs tens of MB while
+# starting). Older runs' files (server.log.prev, older rollovers) predate the pid file.
+logged_started() {
+  find "$KDIR/logs" -maxdepth 1 -name 'server.log*' ! -name '*.prev' -newer "$PID_FILE" \
+    -exec grep -l 'Kafka Server started' {} + 2>/dev/null | grep -q .
+}
+
+# The startup window: 90 s, plus 1 s per 100 partitions on disk (each one is loaded and
+# logged at start; a long-lived dev broker collects thousands of test topics).
+start_timeout() {
+  local partitions
+  partitions="$(find "$KDIR/data" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | wc -l)"
+  echo "${OUTBOX_KAFKA_START_TIMEOUT:-$((90 + partitions / 100))}"
+}
+
 # Ready = JVM alive, it logged that startup finished (in KRaft that happens
 # after the broker is unfenced), and an AdminClient request round-trips.
 wait_ready() {
-  local deadline=$((SECONDS + ${OUTBOX_KAFKA_START_TIMEOUT:-90})) pid
+  local timeout deadline pid
+  timeout="$(start_timeout)"
+  deadline=$((SECONDS + timeout))
   while :; do
     sleep 1
     pid="$(cat "$PID_FILE" 2>/dev/null || true)"
@@ -134,7 +152,7 @@ wait_ready() {
       show_tail "$KDIR/logs/kafka.out" 20; show_tail "$SERVER_LOG"
       die "Kafka exited during startup"
     fi
-    if grep -q 'Kafka Server started' "$SERVER_LOG" 2>/dev/null && port_open "$KAFKA_PORT" \
+    if logged_started && port_open "$KAFKA_PORT" \
         && java_cmd log4j2-tools.properties kafka.admin.ConfigCommand \
              --bootstrap-server "127.0.0.1:$KAFKA_PORT" --describe --entity-type brokers \
              --entity-name 1 >/dev/null 2>>"$KDIR/logs/probe.log"; then
@@ -142,7 +160,7 @@ wait_ready() {
     fi
     if [ "$SECONDS" -ge "$deadline" ]; then
       show_tail "$SERVER_LOG"; show_tail "$KDIR/logs/probe.log" 10
-      die "Kafka not ready after ${OUTBOX_KAFKA_START_TIMEOUT:-90}s (pid $pid still running; stop it with scripts/kafka.sh down)"
+      die "Kafka not ready after ${timeout}s (pid $pid still running; stop it with scripts/kafka.sh down; OUTBOX_KAFKA_START_TIMEOUT sets the window)"
     fi
   done
 }

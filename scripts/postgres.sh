@@ -117,7 +117,18 @@ synchronous_commit = on
 wal_level = logical
 max_replication_slots = $PG_REPLICATION_SLOTS
 max_wal_senders = $PG_REPLICATION_SLOTS
+$(stat_statements_conf)
 EOF
+}
+
+# pg_stat_statements (shipped with the server package): the benchmark's idle scenario counts
+# the statements each system sends. Left out where the library is missing.
+stat_statements_lib() { [ -f "${PG_BIN%/bin}/lib/pg_stat_statements.so" ]; }
+stat_statements_conf() {
+  if stat_statements_lib; then
+    printf '%s\n' "# Statement counts per database (bench/idle.py)." \
+      "shared_preload_libraries = 'pg_stat_statements'"
+  fi
 }
 
 # Settings the running server lacks that only a restart applies (empty when none), for
@@ -127,7 +138,9 @@ settings_needing_restart() {
     SELECT string_agg(name || '=' || setting, ', ' ORDER BY name) FROM pg_settings
     WHERE (name = 'wal_level' AND setting <> 'logical')
        OR (name IN ('max_replication_slots', 'max_wal_senders')
-           AND setting::int < $PG_REPLICATION_SLOTS)" \
+           AND setting::int < $PG_REPLICATION_SLOTS)
+       OR (name = 'shared_preload_libraries' AND $(stat_statements_lib && echo true || echo false)
+           AND setting NOT LIKE '%pg_stat_statements%')" \
     || die "could not read the running server's settings"
 }
 
@@ -157,7 +170,7 @@ cmd_up() {
     stale="$(settings_needing_restart)"
     if [ -n "$stale" ]; then
       # Only when a setting is missing: a cluster already configured is never restarted.
-      log "running cluster has $stale; restarting it for logical decoding (wal_level=logical, $PG_REPLICATION_SLOTS slots)"
+      log "running cluster has $stale; restarting it for logical decoding (wal_level=logical, $PG_REPLICATION_SLOTS slots) and statement counts (pg_stat_statements)"
       write_conf
       as_pg "$PG_BIN/pg_ctl" -D "$DATA_DIR" -l "$PG_LOG" -m fast -w -t 60 restart >/dev/null 2>&1 9>&- \
         || { show_tail "$PG_LOG"; die "pg_ctl restart failed"; }
