@@ -39,9 +39,11 @@ class ConsumerOptions:
     probe_host: str = "127.0.0.1"
     # Seconds one Kafka poll waits for messages.
     poll_timeout: float = 1.0
-    # Seconds between consumer lag reports, and between Kafka/PostgreSQL health checks.
+    # Seconds between consumer lag reports, between PostgreSQL checks (and Kafka checks
+    # while Kafka does not answer), and between Kafka checks while it answers.
     lag_interval: float = 10.0
     health_interval: float = 5.0
+    kafka_check_interval: float = 30.0
     # /healthz fails when a poll loop has not turned for this long.
     stall_seconds: float = 120.0
 
@@ -81,6 +83,7 @@ class ConsumerApp:
                 observer=observer,
                 lag_interval=options.lag_interval,
                 health_interval=options.health_interval,
+                kafka_check_interval=options.kafka_check_interval,
             )
             for box in inbox_boxes(registry, options.boxes)
         ]

@@ -1,7 +1,10 @@
 """The inbox consumer's readiness: honest about what answers.
 
-Every `health_interval` the consumer asks Kafka for its topics' metadata (on a thread, 3 s
-at most) and PostgreSQL for `SELECT 1` (5 s at most); `readiness()` (and the `ready` event)
+Every `health_interval` the consumer asks PostgreSQL for `SELECT 1` (5 s at most), and
+Kafka for the metadata of its first topic (on a thread, 3 s at most; of every topic when it
+subscribes by pattern only: the whole cluster's metadata is what a big cluster must not be
+asked for by each consumer every few seconds) every `kafka_check_interval` while Kafka
+answers and every `health_interval` while it does not. `readiness()` (and the `ready` event)
 hold only while both answer and the poll loop turns, and name what is missing otherwise.
 The client's "all brokers down" error and a batch the database refuses set the problem at
 once, between checks. A problem is logged when it starts and when it ends, not per check;
@@ -60,10 +63,11 @@ class ConsumerHealth:
         else:
             self.ready.clear()
 
-    def check_kafka(self, consumer: Consumer) -> None:
-        """Runs on a thread: the subscribed topics' metadata within 3 s, or the reason."""
+    def check_kafka(self, consumer: Consumer, topic: str | None = None) -> None:
+        """Runs on a thread: `topic`'s metadata (None: every topic's) within 3 s, or the
+        reason."""
         try:
-            consumer.list_topics(timeout=3.0)
+            consumer.list_topics(topic, timeout=3.0)
         except KafkaException as exc:
             problem = f"cannot reach Kafka ({describe(exc.args[0])})"
             if self.kafka_problem != problem:
