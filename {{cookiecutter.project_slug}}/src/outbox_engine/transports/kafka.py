@@ -173,7 +173,9 @@ class KafkaProducer:
         assert self._producer is not None
         next_sweep = 0.0
         while not self._stopping.is_set():
-            self._producer.poll(0.05)
+            # poll() returns as soon as it has served a report, so under load the wait is
+            # never reached; idle, a longer wait is fewer wake-ups (20/s at 0.05 s).
+            self._producer.poll(0.5)
             if time.monotonic() >= next_sweep:  # summaries of repeated log lines, when due
                 next_sweep = time.monotonic() + 1.0
                 REPEATS.sweep()
