@@ -163,7 +163,9 @@ async def test_a_worker_that_loses_its_lock_connection_stops_at_once_and_comes_b
         assert not state.owned
         # Reconnects at once (not at the 60 s tick) and takes its buckets back.
         await wait_for(lambda: _owns(state.owned, buckets), within=10)
-        assert worker.ready.is_set()
+        # Ready again once that rebalance has finished (its last bucket is owned a moment
+        # before it returns).
+        await wait_for(lambda: _ready(worker), within=5)
         assert await _lock_backend(container) != pid
         await create(container, [("1", "e", b"after")])
         await wait_for(lambda: _delivered(container, 1), within=10)
@@ -176,6 +178,10 @@ async def _owns(owned: set[int], count: int) -> bool:
 
 async def _lost(worker: Worker) -> bool:
     return worker.ownership.losses == 1
+
+
+async def _ready(worker: Worker) -> bool:
+    return worker.ready.is_set()
 
 
 async def _delivered(container: Container, count: int) -> bool:
