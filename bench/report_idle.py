@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def _num(value: float | None, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
+from .report_fmt import fmt, table
 
 
 def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
@@ -24,16 +22,17 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
         "is % of one core from `/proc/<pid>/stat`, for the two processes and for the "
         "PostgreSQL backends serving them.",
         "",
-        "| system | repeat | boxes | statements/s | transactions/s | relay CPU % | "
-        "consumer CPU % | PostgreSQL backends CPU % |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for r in sorted(rows, key=lambda r: (r["system"], r["repeat"])):
-        out.append(
-            f"| {r['system']} | {r['repeat'] + 1} | {r['boxes']} | "
-            f"{_num(r['statements_per_s'], 1)} | {r['transactions_per_s']:.1f} | "
-            f"{r['relay_cpu_pct']:.2f} | {r['consumer_cpu_pct']:.2f} | "
-            f"{r['backend_cpu_pct']:.2f} |"
-        )
+    header = ["system", "repeat", "boxes", "statements/s", "transactions/s", "relay CPU %"]
+    header += ["consumer CPU %", "PostgreSQL backends CPU %"]
+    out += table(
+        header,
+        [
+            [r["system"], str(r["repeat"] + 1), str(r["boxes"])]
+            + [fmt(r["statements_per_s"], 1), fmt(r["transactions_per_s"], 1)]
+            + [fmt(r[k], 2) for k in ("relay_cpu_pct", "consumer_cpu_pct", "backend_cpu_pct")]
+            for r in sorted(rows, key=lambda r: (r["system"], r["repeat"]))
+        ],
+    )
     out.append("")
     return out

@@ -47,15 +47,8 @@ MAX_MEMBERS = 4096
 # A statement on the lock connection that takes longer means the connection is not usable.
 LOCK_STATEMENT_TIMEOUT = 10.0
 
-LOCKS_SQL = """
-SELECT objid::bigint AS key2, pid = pg_backend_pid() AS mine
-FROM pg_locks
-WHERE locktype = 'advisory' AND granted AND objsubid = 2
-  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND classid = $1::bigint::oid
-"""
-
-# Every box's locks in one statement (the rebalance tick reads them all at once).
+# The granted bucket and member locks of the boxes whose namespaces are in $1, in one
+# statement (the rebalance tick reads every box's at once).
 ALL_LOCKS_SQL = """
 SELECT classid::bigint AS ns, objid::bigint AS key2, pid = pg_backend_pid() AS mine
 FROM pg_locks
@@ -156,7 +149,7 @@ class Ownership:
 
     async def _join(self, conn: asyncpg.Connection, state: BoxOwnership) -> None:
         ns = state.box.lock_namespace
-        rows = await conn.fetch(LOCKS_SQL, ns)
+        rows = await conn.fetch(ALL_LOCKS_SQL, [ns])
         taken = {r["key2"] - MEMBER_BASE for r in rows if r["key2"] >= MEMBER_BASE}
         for slot in range(MAX_MEMBERS):
             if slot in taken:
