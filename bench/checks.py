@@ -49,6 +49,23 @@ def correctness(results: dict[str, list[dict[str, Any]]], sizes: Sizes) -> list[
             )
         for problem in r["problems"]:
             failures.append(f"scale {r['system']}: {problem}")
+    for g in results.get("growth", []):
+        case = f"growth {g['system']} {g['case']}"
+        if not g["complete"] or g["order_violations"] or g["keyless"]:
+            failures.append(
+                f"{case}: {g['delivered']}/{sizes.backlog} delivered, "
+                f"{g['order_violations']} order violations, {g['keyless']} keyless"
+            )
+        if g["rows_before"] != g["rows"]:
+            failures.append(f"{case}: the table held {g['rows_before']:,} delivered rows")
+        if g["purging"] and g["purged"] <= 0:
+            failures.append(f"{case}: retention purged nothing while it was to purge")
+        if not g["purging"] and g["purged"]:
+            failures.append(f"{case}: {g['purged']:,} kept rows were deleted")
+        if g.get("range_scan") is False:
+            failures.append(f"{case}: the claim's plan is not an index range scan")
+        for problem in g["problems"]:
+            failures.append(f"{case}: {problem}")
     for r in results.get("idle", []):
         for problem in r["problems"]:
             failures.append(f"idle {r['system']}: {problem}")

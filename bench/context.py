@@ -33,13 +33,16 @@ class Context:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
     inbox_topic: str = ""  # the pre-filled input of the inbox scenario
     inbox_sent: int = 0
+    # Templates a scenario builds on first use (bench/growth.py), dropped with the others.
+    extra_databases: list[str] = field(default_factory=list)
 
     def database(self, system: System, kind: str) -> str:
         """bench_<run>_<system>_<kind>, kind one of empty, backlog, run."""
         return f"bench_{self.run_id}_{system.name.replace('-', '_')}_{kind}"
 
     def databases(self, systems: list[System]) -> list[str]:
-        return [self.database(s, k) for s in systems for k in ("empty", "backlog", "run")]
+        kinds = ("empty", "backlog", "run")
+        return [self.database(s, k) for s in systems for k in kinds] + self.extra_databases
 
     def topic(self, label: str) -> str:
         name = f"bench-{label}-{uuid.uuid4().hex[:8]}"

@@ -51,7 +51,9 @@ def timed_run(
     """One run of one scenario case for one system, on a fresh settled copy."""
     ensure_templates(ctx, system)
     run_db = ctx.database(system, "run")
-    ctx.pg.recreate(run_db, template=ctx.database(system, scenario.template))
+    kind = scenario.template if scenario.prepare is None else scenario.prepare(ctx, system, case)
+    template = ctx.database(system, kind)
+    ctx.pg.recreate(run_db, template=template, file_copy=scenario.file_copy)
     try:
         record = settle(ctx.pg, run_db, wait_s)
         result = scenario.run(ctx, system, run_db, sizes, case)

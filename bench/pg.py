@@ -27,11 +27,15 @@ class Postgres:
         finally:
             await conn.close()
 
-    def recreate(self, database: str, template: str | None = None) -> None:
+    def recreate(self, database: str, template: str | None = None, file_copy: bool = False) -> None:
         """Drop `database` (closing its sessions) and create it, empty or as a copy of
-        `template` (a file-level copy: a filled backlog in a second or two). A timed run
-        settles the copy first (bench/settle.py: VACUUM (ANALYZE), CHECKPOINT)."""
+        `template` (a block-level copy written to the WAL: a filled backlog in a second or
+        two). `file_copy`: PostgreSQL's FILE_COPY strategy instead (a checkpoint, then the
+        files copied without WAL), for templates of gigabytes (bench/growth.py). A timed
+        run settles the copy first (bench/settle.py: VACUUM (ANALYZE), CHECKPOINT)."""
         suffix = f" TEMPLATE {template}" if template else ""
+        if template and file_copy:
+            suffix += " STRATEGY FILE_COPY"
         asyncio.run(
             self._admin(
                 f"DROP DATABASE IF EXISTS {database} WITH (FORCE)",
@@ -62,10 +66,21 @@ class Postgres:
         finally:
             await conn.close()
 
-    async def _fetchrow(self, database: str, query: str) -> Any:
+    async def _fetchrow(self, database: str, query: str, *args: Any) -> Any:
         conn = await asyncpg.connect(self.url(database, "postgresql"))
         try:
-            return await conn.fetchrow(query)
+            return await conn.fetchrow(query, *args)
+        finally:
+            await conn.close()
+
+    async def _fetch(
+        self, database: str, query: str, *args: Any, before: tuple[str, ...] = ()
+    ) -> list[Any]:
+        conn = await asyncpg.connect(self.url(database, "postgresql"))
+        try:
+            for statement in before:
+                await conn.execute(statement)
+            return list(await conn.fetch(query, *args))
         finally:
             await conn.close()
 
@@ -89,8 +104,14 @@ class Postgres:
         finally:
             await conn.close()
 
-    def fetchrow(self, database: str, query: str) -> Any:
-        return asyncio.run(self._fetchrow(database, query))
+    def fetchrow(self, database: str, query: str, *args: Any) -> Any:
+        return asyncio.run(self._fetchrow(database, query, *args))
+
+    def fetch(
+        self, database: str, query: str, *args: Any, before: tuple[str, ...] = ()
+    ) -> list[Any]:
+        """The rows of `query` on a new connection, after the `before` statements on it."""
+        return asyncio.run(self._fetch(database, query, *args, before=before))
 
     def version(self) -> str:
         async def query() -> str:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import idle, scale, scenarios
+from . import growth, idle, scale, scenarios
 from .context import Context
 from .sizes import Sizes
 from .systems import System
@@ -35,6 +35,11 @@ class Scenario:
     describe: Callable[[Result], str]
     # Whether a system runs a case (the inbox needs a consumer; Debezium has one drain case).
     applies: Callable[[System, Case], bool] = lambda system, case: True
+    # A case's own template, built on first use (growth: the backlog behind N delivered
+    # rows); returns its kind, the database being ctx.database(system, kind).
+    prepare: Callable[[Context, System, Case], str] | None = None
+    # Copy the run database with PostgreSQL's FILE_COPY strategy (templates of gigabytes).
+    file_copy: bool = False
 
 
 def _drain_line(r: Result) -> str:
@@ -85,6 +90,15 @@ def _idle_line(r: Result) -> str:
         + ("statements/s n/a" if statements is None else f"{statements:.1f} statements/s")
         + f", {r['transactions_per_s']:.1f} transactions/s"
     )
+
+
+def _growth_line(r: Result) -> str:
+    line = _drain_line(r)
+    if r["purging"]:
+        line += f", purged {r['purged']:,} rows ({r['purged_per_s']:,.0f}/s)"
+    if "range_scan" in r:
+        line += ", claim: " + ("index range scan" if r["range_scan"] else "NOT an index range scan")
+    return line
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -168,6 +182,21 @@ SCENARIOS: tuple[Scenario, ...] = (
         applies=lambda system, case: (
             not system.debezium and (system.project is not None or system.name == "baseline")
         ),
+    ),
+    Scenario(
+        name="growth",
+        key="growth",
+        template="backlog",
+        metric="rate",
+        unit="msgs/s",
+        lower_is_better=False,
+        cases=growth.cases,
+        label=growth.label,
+        run=growth.growth,
+        describe=_growth_line,
+        applies=growth.applies,
+        prepare=growth.prepare,
+        file_copy=True,
     ),
 )
 BY_NAME: dict[str, Scenario] = {s.name: s for s in SCENARIOS}

@@ -41,7 +41,15 @@ def _stop_all(children: list[procs.Child]) -> list[str]:
     return problems
 
 
-def drain(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -> dict[str, Any]:
+def drain(
+    ctx: Context,
+    system: System,
+    run_db: str,
+    sizes: Sizes,
+    case: Case,
+    env_extra: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """`env_extra`: more environment for the relay processes (growth: a boxes file)."""
     if system.debezium:
         return debezium.drain(ctx, system, run_db, sizes, case)
     workers: int = case["workers"]
@@ -55,7 +63,14 @@ def drain(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -
     children = [
         procs.Child(
             system.relay_cmd(topic),
-            procs.base_env(**system.env(ctx.pg.url(run_db), topic, BENCH_WORKER=f"{i}/{workers}")),
+            procs.base_env(
+                **system.env(
+                    ctx.pg.url(run_db),
+                    topic,
+                    BENCH_WORKER=f"{i}/{workers}",
+                    **(env_extra or {}),
+                )
+            ),
             ctx.logs / f"{system.name}-drain-w{workers}.log",
             ctx.logs,
         )

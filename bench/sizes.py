@@ -33,6 +33,10 @@ class Sizes:
     # Idle cost (bench/idle.py): seconds before the window opens, and the window.
     idle_warmup: float
     idle_seconds: float
+    # Cost as the table grows (bench/growth.py): delivered rows already in the outbox table
+    # per case, and the case that drains while retention purges that many.
+    growth_rows: tuple[int, ...]
+    growth_purge_rows: int
 
 
 FULL = Sizes(
@@ -57,6 +61,8 @@ FULL = Sizes(
     scale_rate=1000,
     idle_warmup=10,
     idle_seconds=60,
+    growth_rows=(0, 1_000_000, 5_000_000),
+    growth_purge_rows=5_000_000,
 )
 QUICK = Sizes(
     backlog=5_000,
@@ -80,4 +86,6 @@ QUICK = Sizes(
     scale_rate=200,
     idle_warmup=5,
     idle_seconds=6,
+    growth_rows=(0, 20_000),
+    growth_purge_rows=20_000,
 )

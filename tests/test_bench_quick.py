@@ -34,8 +34,10 @@ SEED = 7
 REPEATS = 2
 SYSTEMS = ["ours", "baseline"]
 # Quick sizes: drain with 1 and 2 workers, steady at one rate, inbox, create cost, idle
-# cost; and for ours alone the many-workers scenario (3 workers joining, then leaving).
-RUNS_PER_SYSTEM_AND_REPEAT = 6
+# cost, table growth (0 and 20k delivered rows, 20k purging); and for ours alone the
+# many-workers scenario (3 workers joining, then leaving).
+RUNS_PER_SYSTEM_AND_REPEAT = 9
+GROWTH_CASES = ["0", "20k", "20k purging"]
 SCALE_WORKERS = 3
 
 
@@ -105,6 +107,8 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
         "cost ours",
         "idle ours",
         "idle baseline",
+        "growth ours 20k purging",
+        "growth baseline 20k purging",
     )
     for scenario in (*scenarios, "scale ours"):
         assert f"[bench] {scenario}" in log, tail(log, 80)
@@ -143,7 +147,7 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
 
     # Every repeat's ratio ours / baseline, in the JSON, the CSV and the report.
     report = (out / "benchmarks.md").read_text()
-    assert "## 7. Every repeat" in report
+    assert "## 8. Every repeat" in report
     assert f"replay the order with `--seed {SEED}`" in report
     drain_w1 = [r for r in doc["per_repeat"] if r["scenario"] == "drain" and r["case"] == "w1"]
     assert [r["repeat"] for r in drain_w1] == list(range(REPEATS))
@@ -233,6 +237,32 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
         assert r["backends"] >= 1, r
     assert "## 6. Idle cost" in report
     assert "| idle, 10 boxes: < 20 statements/s in all (every repeat) |" in report
+
+    # Table growth: each system drained the whole backlog behind 0 and 20,000 delivered rows
+    # (all there before the drain, none deleted when kept) and while retention purged them;
+    # ours' claim read the pending rows' partial index at every size.
+    growth = doc["runs"]["growth"]
+    assert sorted((r["system"], r["case"], r["repeat"]) for r in growth) == sorted(
+        (s, c, rep) for s in SYSTEMS for c in GROWTH_CASES for rep in range(REPEATS)
+    )
+    for r in growth:
+        assert r["rows"] == r["rows_before"] == (0 if r["case"] == "0" else 20_000), r
+        assert (r["delivered"], r["order_violations"], r["problems"]) == (5_000, 0, []), r
+        if r["purging"]:
+            assert 0 < r["purged"] <= 20_000, r
+        else:
+            assert r["purged"] == 0, r
+        if r["system"] == "ours":
+            assert r["range_scan"] is True, r
+            assert any("ix_order_outbox_items_pending" in line for line in r["plan"]), r
+            assert not any("Seq Scan" in line for line in r["plan"] + r["plan_default"]), r
+    assert "## 7. Cost as the table grows" in report
+    runs = REPEATS * len(GROWTH_CASES)
+    assert (
+        f"| the claim is an index range scan at every table size (ours, every run) "
+        f"| {runs} of {runs} runs | yes |"
+    ) in report
+    assert "| drain with 20,000 delivered rows kept: >= 0.90x of 0 rows" in report
 
 
 def _procs_module() -> ModuleType:

@@ -6,13 +6,16 @@ up to `batch` pending rows of its buckets (one index range scan per bucket, ids 
 produces them all, waits for every delivery report, marks them delivered with one UPDATE,
 and loops; LISTEN/NOTIFY wakes it when idle. Process i of n owns the buckets b % n == i.
 The inbox consumer stores each batch with one `unnest` INSERT ... ON CONFLICT DO NOTHING,
-commits, then commits the Kafka offsets.
+commits, then commits the Kafka offsets. Its retention (`purge`, for the growth scenario)
+deletes delivered rows older than `--seconds` in id-ordered batches of 1,000 from where the
+last batch ended, as a hand-written purge would.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import threading
 import uuid
@@ -266,6 +269,35 @@ async def create_cost(args: argparse.Namespace) -> None:
     await conn.close()
 
 
+PURGE = """
+WITH gone AS (
+    DELETE FROM baseline_outbox WHERE id IN (
+        SELECT id FROM baseline_outbox
+        WHERE id > $1 AND status = 2 AND created_at < now() - make_interval(secs => $2)
+        ORDER BY id LIMIT $3
+    ) RETURNING id
+)
+SELECT count(*), max(id) FROM gone
+"""
+PURGE_BATCH = 1000
+
+
+async def purge(args: argparse.Namespace) -> None:
+    """Delete expired delivered rows batch by batch (0.05 s apart) until SIGTERM; when none
+    are left, look again every second."""
+    conn = await asyncpg.connect(dsn())
+    stopping = stop_event()
+    after = 0
+    while not stopping.is_set():
+        deleted, last = await conn.fetchrow(PURGE, after, args.seconds, PURGE_BATCH)
+        full = deleted == PURGE_BATCH
+        # After a short batch the next pass starts over (rows may have expired meanwhile).
+        after = last if full else 0
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), 0.05 if full else 1.0)
+    await conn.close()
+
+
 def main() -> None:
     run_driver(
         {
@@ -275,6 +307,7 @@ def main() -> None:
             "relay": relay,
             "inbox": inbox,
             "create-cost": create_cost,
+            "purge": purge,
         }
     )
 
