@@ -66,6 +66,14 @@ def correctness(results: dict[str, list[dict[str, Any]]], sizes: Sizes) -> list[
             failures.append(f"{case}: the claim's plan is not an index range scan")
         for problem in g["problems"]:
             failures.append(f"{case}: {problem}")
+    for m in results.get("memory", []):
+        if m["left_pending"] or m["lost"] or m["stored_duplicates"]:
+            failures.append(
+                f"memory {m['system']}: {m['left_pending']} left pending, lost {m['lost']}, "
+                f"stored twice {m['stored_duplicates']}"
+            )
+        for problem in m["problems"]:
+            failures.append(f"memory {m['system']}: {problem}")
     for r in results.get("idle", []):
         for problem in r["problems"]:
             failures.append(f"idle {r['system']}: {problem}")

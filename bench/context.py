@@ -33,6 +33,7 @@ class Context:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
     inbox_topic: str = ""  # the pre-filled input of the inbox scenario
     inbox_sent: int = 0
+    memory_topic: str | None = None  # the memory scenario's consumer input (bench/memory.py)
     # Templates a scenario builds on first use (bench/growth.py), dropped with the others.
     extra_databases: list[str] = field(default_factory=list)
 

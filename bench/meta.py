@@ -34,7 +34,7 @@ def load_note(outcome: Outcome) -> str:
         text += (
             " **Not every run could start on a quiet machine (other jobs shared its cores), "
             "so absolute numbers are low and noisy; the ratios of the same repeat are what to "
-            "read, and section 8 shows the load each run started on.**"
+            "read, and section 9 shows the load each run started on.**"
         )
     return text
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import growth, idle, scale, scenarios
+from . import growth, idle, memory, scale, scenarios
 from .context import Context
 from .sizes import Sizes
 from .systems import System
@@ -99,6 +99,20 @@ def _growth_line(r: Result) -> str:
     if "range_scan" in r:
         line += ", claim: " + ("index range scan" if r["range_scan"] else "NOT an index range scan")
     return line
+
+
+def _memory_line(r: Result) -> str:
+    def one(name: str, m: dict[str, Any]) -> str:
+        rate = "n/a" if m["rate"] is None else f"{m['rate']:,.0f}/s"
+        return (
+            f"{name} {rate}, RSS {m['rss_mb_tenth'] or 0:.0f} MiB at a tenth, peak "
+            f"{m['rss_mb_peak'] or 0:.0f} MiB" + ("" if m["flat"] else " (NOT flat)")
+        )
+
+    return (
+        f"{one('relay', r['relay'])}; {one('consumer', r['consumer'])}; pending left "
+        f"{r['left_pending']}, lost {r['lost']}, stored twice {r['stored_duplicates']}"
+    )
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -196,6 +210,21 @@ SCENARIOS: tuple[Scenario, ...] = (
         describe=_growth_line,
         applies=growth.applies,
         prepare=growth.prepare,
+        file_copy=True,
+    ),
+    Scenario(
+        name="memory",
+        key="memory",
+        template="empty",
+        metric="peak_mb",
+        unit="MiB peak RSS (the larger of relay and consumer)",
+        lower_is_better=True,
+        cases=lambda sizes: [{"items": sizes.memory_items}],
+        label=lambda case: f"{case['items']:,}",
+        run=memory.memory,
+        describe=_memory_line,
+        applies=memory.applies,
+        prepare=memory.prepare,
         file_copy=True,
     ),
 )

@@ -37,6 +37,8 @@ class Sizes:
     # per case, and the case that drains while retention purges that many.
     growth_rows: tuple[int, ...]
     growth_purge_rows: int
+    # Memory (bench/memory.py): the backlog the relay drains and the consumer stores.
+    memory_items: int
 
 
 FULL = Sizes(
@@ -63,6 +65,7 @@ FULL = Sizes(
     idle_seconds=60,
     growth_rows=(0, 1_000_000, 5_000_000),
     growth_purge_rows=5_000_000,
+    memory_items=1_000_000,
 )
 QUICK = Sizes(
     backlog=5_000,
@@ -88,4 +91,5 @@ QUICK = Sizes(
     idle_seconds=6,
     growth_rows=(0, 20_000),
     growth_purge_rows=20_000,
+    memory_items=20_000,
 )

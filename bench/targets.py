@@ -119,6 +119,7 @@ def target_rows(
                 ]
             )
     rows += _growth_rows(results.get("growth", []), check)
+    rows += _memory_rows(results.get("memory", []), check)
     violations = sum(r["order_violations"] for r in [*drains, *steadies] if r["system"] == OURS)
     rows.append(
         ["0 per-key order violations (ours, every run)", str(violations), check(violations == 0)]
@@ -155,4 +156,25 @@ def _growth_rows(growth: list[dict[str, Any]], check: Callable[[bool], str]) -> 
             check(bool(scans) and all(scans)),
         ]
     )
+    return rows
+
+
+def _memory_rows(memory: list[dict[str, Any]], check: Callable[[bool], str]) -> list[list[str]]:
+    """Issue 18: relay and consumer each < 250 MB draining the large backlog, and flat."""
+    rows: list[list[str]] = []
+    ours = [r for r in memory if r["system"] == OURS]
+    for name in ("relay", "consumer"):
+        peaks = [r[name]["rss_mb_peak"] for r in ours if r[name]["rss_mb_peak"] is not None]
+        flat = [r[name]["flat"] for r in ours]
+        if peaks:
+            rows.append(
+                [
+                    f"memory, {name} draining {ours[0]['items']:,}: peak < 250 MB and flat "
+                    "(ours, every repeat)",
+                    " / ".join(f"{x:.0f}" for x in peaks)
+                    + " MiB, flat "
+                    + " / ".join({True: "yes", False: "no"}.get(f, "n/a") for f in flat),
+                    check(max(peaks) * 1.048576 < 250 and all(f is True for f in flat)),
+                ]
+            )
     return rows

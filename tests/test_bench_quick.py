@@ -34,9 +34,9 @@ SEED = 7
 REPEATS = 2
 SYSTEMS = ["ours", "baseline"]
 # Quick sizes: drain with 1 and 2 workers, steady at one rate, inbox, create cost, idle
-# cost, table growth (0 and 20k delivered rows, 20k purging); and for ours alone the
-# many-workers scenario (3 workers joining, then leaving).
-RUNS_PER_SYSTEM_AND_REPEAT = 9
+# cost, table growth (0 and 20k delivered rows, 20k purging), memory (a 20k backlog); and
+# for ours alone the many-workers scenario (3 workers joining, then leaving).
+RUNS_PER_SYSTEM_AND_REPEAT = 10
 GROWTH_CASES = ["0", "20k", "20k purging"]
 SCALE_WORKERS = 3
 
@@ -109,6 +109,8 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
         "idle baseline",
         "growth ours 20k purging",
         "growth baseline 20k purging",
+        "memory ours 20,000",
+        "memory baseline 20,000",
     )
     for scenario in (*scenarios, "scale ours"):
         assert f"[bench] {scenario}" in log, tail(log, 80)
@@ -147,7 +149,7 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
 
     # Every repeat's ratio ours / baseline, in the JSON, the CSV and the report.
     report = (out / "benchmarks.md").read_text()
-    assert "## 8. Every repeat" in report
+    assert "## 9. Every repeat" in report
     assert f"replay the order with `--seed {SEED}`" in report
     drain_w1 = [r for r in doc["per_repeat"] if r["scenario"] == "drain" and r["case"] == "w1"]
     assert [r["repeat"] for r in drain_w1] == list(range(REPEATS))
@@ -263,6 +265,26 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
         f"| {runs} of {runs} runs | yes |"
     ) in report
     assert "| drain with 20,000 delivered rows kept: >= 0.90x of 0 rows" in report
+
+    # Memory: each system's relay drained a 20k backlog (none left pending) and its consumer
+    # stored 20k messages once each, their RSS sampled all along.
+    memory = doc["runs"]["memory"]
+    assert sorted((r["system"], r["repeat"]) for r in memory) == sorted(
+        (s, rep) for s in SYSTEMS for rep in range(REPEATS)
+    )
+    for r in memory:
+        found = (r["items"], r["left_pending"], r["lost"], r["stored_duplicates"], r["problems"])
+        assert found == (20_000, 0, 0, 0, []), r
+        for name in ("relay", "consumer"):
+            m = r[name]
+            assert 10 < m["rss_mb_tenth"] <= m["rss_mb_peak"] < 1000, (name, r)
+            assert m["flat"] in (True, False), (name, r)
+            assert len(m["samples"]) >= 2, (name, r)
+            assert m["samples"][-1][2] == 20_000, (name, r)
+    assert "## 8. Memory draining a large backlog" in report
+    assert "| memory, relay draining 20,000: peak < 250 MB and flat (ours, every repeat) |" in (
+        report
+    )
 
 
 def _procs_module() -> ModuleType:

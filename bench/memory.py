@@ -1,0 +1,172 @@
+"""Memory: the resident set of the relay and of the inbox consumer while each works through
+a large backlog (1M items; quick: 20k), sampled from /proc every half second.
+
+- Relay: one relay process drains a backlog of `memory_backlog` pending items (a template
+  of its own, built once per run on first use through the system's own create API, copied
+  with FILE_COPY); progress is the pending count read from the database (the harness does
+  not read the topic: a 1M-message reader would take a core from the relay).
+- Consumer: the system's inbox consumer stores an input topic of as many distinct messages
+  (produced once per run, each system consuming it with a group of its own); progress is
+  the table's inserted-rows counter (`pg_stat_user_tables`), the end an exact count.
+
+Per process: the RSS when a tenth of the work is done (start-up and first allocations
+over), its peak after that and its peak overall (VmHWM). Flat = the peak after the first
+tenth is at most 10% above the RSS at the first tenth. Target: peak < 250 MB for each, flat.
+Checks: every item delivered (none left pending), every message stored once.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from . import procs
+from .context import Context
+from .envs import log
+from .kafka_io import delete_topics, produce_inbox_input
+from .settle import settle_database
+from .sizes import Sizes
+from .systems import System
+
+Case = dict[str, Any]
+SAMPLE_S = 0.5
+FLAT = 1.10  # the peak after the first tenth may be 10% above the RSS at the first tenth
+LIMIT_MB = 250
+
+
+def applies(system: System, case: Case) -> bool:
+    # Ours (worker and consumer) and the baseline; the peers have no inbox consumer to pair.
+    return not system.debezium and (system.project is not None or system.name == "baseline")
+
+
+def outbox_table(system: System) -> str:
+    return system.project.outbox_box + "s" if system.project is not None else "baseline_outbox"
+
+
+def prepare(ctx: Context, system: System, case: Case) -> str:
+    """The template with the large backlog, built (and settled) the first time."""
+    count: int = case["items"]
+    kind = f"backlog{count}"
+    name = ctx.database(system, kind)
+    if name not in ctx.extra_databases:
+        ctx.extra_databases.append(name)
+    if ctx.pg.exists(name):
+        return kind
+    started = time.monotonic()
+    ctx.pg.recreate(name, template=ctx.database(system, "empty"))
+    procs.run(
+        system.fill_cmd(count, ctx.keys, ctx.size),
+        procs.base_env(**system.env(ctx.pg.url(name))),
+        ctx.logs / f"{system.name}-memory-fill.log",
+        ctx.logs,
+        timeout=7200,
+    )
+    settle_database(ctx.pg, name)
+    took = time.monotonic() - started
+    log(f"memory: {system.name}: template with {count:,} items built in {took:.0f} s")
+    return kind
+
+
+def _input_topic(ctx: Context, count: int) -> str:
+    """The consumer's input, produced on first use and shared by every run."""
+    if ctx.memory_topic is None:
+        started = time.monotonic()
+        topic = ctx.topic("memory-input")
+        produce_inbox_input(ctx.bootstrap, topic, count, 0, ctx.keys, ctx.size)
+        log(f"memory: {count:,} input messages produced in {time.monotonic() - started:.0f} s")
+        ctx.memory_topic = topic
+    return ctx.memory_topic
+
+
+def _watch(
+    child: procs.Child, progress: Any, total: int, timeout: float
+) -> tuple[dict[str, Any], list[str]]:
+    """Sample the child's RSS until `progress()` reaches `total` (or the child dies, or
+    `timeout`); returns the memory record and the problems."""
+    samples: list[tuple[float, float, int]] = []  # seconds, RSS MiB, done
+    started = time.monotonic()
+    done, tenth_rss, peak = 0, None, 0.0
+    while time.monotonic() - started < timeout and child.alive():
+        memory = procs.memory_mb(child.proc.pid)
+        done = progress()
+        if memory is not None:
+            samples.append((time.monotonic() - started, memory[0], done))
+            if tenth_rss is None and done >= total / 10:
+                tenth_rss = memory[0]
+            elif tenth_rss is not None:
+                peak = max(peak, memory[0])
+        if done >= total:
+            break
+        time.sleep(SAMPLE_S)
+    hwm = procs.memory_mb(child.proc.pid)
+    problems = [] if done >= total else [f"{done:,}/{total:,} done after {timeout:.0f} s"]
+    if not child.alive():
+        problems.append(f"exited early ({child.proc.returncode}): {child.tail(10)}")
+    child.stop()
+    finished = [s for s in samples if s[2] >= total]
+    first = next((s for s in samples if s[2] > 0), None)
+    span = (finished[0][0] - first[0]) if finished and first else 0.0
+    record = {
+        "rss_mb_tenth": tenth_rss,
+        "rss_mb_after_tenth_peak": peak if tenth_rss is not None else None,
+        "rss_mb_peak": hwm[1] if hwm else max((s[1] for s in samples), default=None),
+        "rate": total / span if span > 0 else None,
+        "samples": [(round(t, 2), round(m, 1), d) for t, m, d in samples],
+    }
+    record["flat"] = None if tenth_rss is None else peak <= tenth_rss * FLAT
+    return record, problems
+
+
+def memory(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -> dict[str, Any]:
+    count: int = case["items"]
+    topic = ctx.topic(f"memory-{system.name}")
+    table = outbox_table(system)
+    relay = procs.Child(
+        system.relay_cmd(topic),
+        procs.base_env(**system.env(ctx.pg.url(run_db), topic)),
+        ctx.logs / f"{system.name}-memory-relay.log",
+        ctx.logs,
+    )
+
+    def delivered() -> int:
+        pending = ctx.pg.fetchrow(run_db, f"SELECT count(*) FROM {table} WHERE status = 0")[0]
+        return count - int(pending)
+
+    relay_record, problems = _watch(relay, delivered, count, sizes.drain_timeout * 10)
+    delete_topics(ctx.bootstrap, [topic])
+    ctx.topics.remove(topic)
+
+    command, extra = system.inbox_cmd(_input_topic(ctx, count))
+    consumer = procs.Child(
+        command,
+        procs.base_env(**system.env(ctx.pg.url(run_db), **extra)),
+        ctx.logs / f"{system.name}-memory-consumer.log",
+        ctx.logs,
+    )
+    inbox = system.inbox_table()
+
+    def inserted() -> int:
+        row = ctx.pg.fetchrow(
+            run_db, "SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = $1", inbox
+        )
+        if row is None or int(row[0]) < count:
+            return int(row[0]) if row else 0
+        return int(ctx.pg.fetchrow(run_db, f"SELECT count(*) FROM {inbox}")[0])
+
+    consumer_record, consumer_problems = _watch(consumer, inserted, count, sizes.inbox_timeout * 10)
+    stored, unique = ctx.pg.fetchrow(run_db, f"SELECT count(*), count(DISTINCT uuid) FROM {inbox}")
+    left = int(ctx.pg.fetchrow(run_db, f"SELECT count(*) FROM {table} WHERE status = 0")[0])
+    peaks = [r["rss_mb_peak"] for r in (relay_record, consumer_record) if r["rss_mb_peak"]]
+    return {
+        "system": system.name,
+        "items": count,
+        "relay": relay_record,
+        "consumer": consumer_record,
+        "left_pending": left,
+        "stored": int(stored),
+        "stored_duplicates": int(stored) - int(unique),
+        "lost": count - int(unique),
+        "peak_mb": max(peaks) if peaks else float("nan"),
+        "problems": [f"relay: {p}" for p in problems]
+        + [f"consumer: {p}" for p in consumer_problems],
+    }
