@@ -7,7 +7,9 @@ of them. Names carry a run id, so overlapping runs on shared services do not col
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from . import procs
 from .envs import log
 from .kafka_io import create_topic, delete_topics
 from .pg import Postgres
+from .settle import settle_database
 from .systems import System
 
 PARTITIONS = 8
@@ -38,7 +41,8 @@ class Context:
     extra_databases: list[str] = field(default_factory=list)
 
     def database(self, system: System, kind: str) -> str:
-        """bench_<run>_<system>_<kind>, kind one of empty, backlog, run."""
+        """bench_<run>_<system>_<kind>: kind empty, backlog, run, or a scenario's own
+        template (growth, memory: see `built_template`)."""
         return f"bench_{self.run_id}_{system.name.replace('-', '_')}_{kind}"
 
     def databases(self, systems: list[System]) -> list[str]:
@@ -92,3 +96,22 @@ def ensure_templates(ctx: Context, system: System) -> None:
         raise RuntimeError(f"refilling {system.name} failed:\n{child.tail()}")
     if child is not None:
         child.stop()
+
+
+def built_template(
+    ctx: Context, system: System, kind: str, fill: Callable[[str], None], what: str
+) -> str:
+    """A scenario's own template `kind` (growth: a table grown to N rows; memory: a large
+    backlog), built the first time it is asked for: the system's empty schema copied, then
+    `fill(database)`, then settled once. Dropped with the run's other databases."""
+    name = ctx.database(system, kind)
+    if name not in ctx.extra_databases:
+        ctx.extra_databases.append(name)
+    if ctx.pg.exists(name):
+        return kind
+    started = time.monotonic()
+    ctx.pg.recreate(name, template=ctx.database(system, "empty"))
+    fill(name)
+    settle_database(ctx.pg, name)
+    log(f"{system.name}: template with {what} built in {time.monotonic() - started:.0f} s")
+    return kind

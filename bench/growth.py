@@ -34,11 +34,9 @@ from typing import Any
 import yaml
 
 from . import procs, scenarios
-from .context import Context
-from .envs import log
-from .settle import settle_database
+from .context import Context, built_template
 from .sizes import Sizes
-from .systems import System
+from .systems import System, ours_worker_or_baseline
 
 Case = dict[str, Any]
 AGE = "2 hours"  # of the delivered rows: kept under P1D, expired under PT1H
@@ -77,58 +75,41 @@ def label(case: Case) -> str:
 
 
 def applies(system: System, case: Case) -> bool:
-    # Ours (the worker) and the baseline: the peers drain at a few percent of their rate
-    # (section 1), and Debezium's relay reads the WAL, not the table.
-    return not system.debezium and (system.project is not None or system.name == "baseline")
-
-
-def outbox_table(system: System) -> str:
-    if system.project is not None:
-        return system.project.outbox_box + "s"
-    return "baseline_outbox"
+    # The peers drain at a few percent of our rate (section 1) and have no retention.
+    return ours_worker_or_baseline(system)
 
 
 def prepare(ctx: Context, system: System, case: Case) -> str:
-    """The case's template kind; built (and settled) here the first time it is asked for."""
+    """The case's template kind: the plain backlog at 0 rows, else its own (built once)."""
     rows: int = case["rows"]
-    kind = "backlog" if not rows else f"grown{rows}"
     if not rows:
-        return kind
-    name = ctx.database(system, kind)
-    if name not in ctx.extra_databases:
-        ctx.extra_databases.append(name)
-    if ctx.pg.exists(name):
-        return kind
-    started = time.monotonic()
-    ctx.pg.recreate(name, template=ctx.database(system, "empty"))
-    extra = system.project is not None  # ours has an event_name column
-    statement = FILLER
-    for name_, value in (
-        ("@table", outbox_table(system)),
-        ("@extra_columns", "event_name, " if extra else ""),
-        ("@extra_values", "'bench_event', " if extra else ""),
-        ("@delivered", str(DELIVERED)),
-        ("@age", AGE),
-    ):
-        statement = statement.replace(name_, value)
-    pad = max(ctx.size - 40, 0)
-    for first in range(0, rows, FILL_CHUNK):
-        last = min(first + FILL_CHUNK, rows) - 1
-        ctx.pg.fetch(name, statement, first, last, ctx.keys, pad)
-    env = procs.base_env(**system.env(ctx.pg.url(name)))
-    procs.run(
-        system.fill_cmd(ctx.backlog, ctx.keys, ctx.size),
-        env,
-        ctx.logs / f"{system.name}-grown-fill.log",
-        ctx.logs,
-        timeout=3600,
-    )
-    settle_database(ctx.pg, name)
-    log(
-        f"growth: {system.name}: template with {rows:,} delivered rows and the "
-        f"{ctx.backlog:,}-item backlog built in {time.monotonic() - started:.0f} s"
-    )
-    return kind
+        return "backlog"
+
+    def fill(database: str) -> None:
+        extra = system.project is not None  # ours has an event_name column
+        statement = FILLER
+        for name, value in (
+            ("@table", system.outbox_table()),
+            ("@extra_columns", "event_name, " if extra else ""),
+            ("@extra_values", "'bench_event', " if extra else ""),
+            ("@delivered", str(DELIVERED)),
+            ("@age", AGE),
+        ):
+            statement = statement.replace(name, value)
+        pad = max(ctx.size - 40, 0)
+        for first in range(0, rows, FILL_CHUNK):
+            last = min(first + FILL_CHUNK, rows) - 1
+            ctx.pg.fetch(database, statement, first, last, ctx.keys, pad)
+        procs.run(
+            system.fill_cmd(ctx.backlog, ctx.keys, ctx.size),
+            procs.base_env(**system.env(ctx.pg.url(database))),
+            ctx.logs / f"{system.name}-grown-fill.log",
+            ctx.logs,
+            timeout=3600,
+        )
+
+    what = f"{rows:,} delivered rows and the {ctx.backlog:,}-item backlog"
+    return built_template(ctx, system, f"grown{rows}", fill, what)
 
 
 def purging_boxes_file(system: System, workdir: Path) -> Path:
@@ -149,7 +130,7 @@ def purging_boxes_file(system: System, workdir: Path) -> Path:
 def _expired(ctx: Context, run_db: str, system: System) -> int:
     row = ctx.pg.fetchrow(
         run_db,
-        f"SELECT count(*) FROM {outbox_table(system)} WHERE status = {DELIVERED} "
+        f"SELECT count(*) FROM {system.outbox_table()} WHERE status = {DELIVERED} "
         "AND created_at < now() - make_interval(secs => $1)",
         PURGE_KEEP_S,
     )
@@ -163,7 +144,7 @@ def claim_plans(ctx: Context, system: System, run_db: str) -> dict[str, Any]:
     assert system.project is not None
     boxes = yaml.safe_load((system.project.root / "config" / "boxes.yaml").read_text())
     box = boxes["outbox"][system.project.outbox_box]
-    table = outbox_table(system)
+    table = system.outbox_table()
     strict = "true" if box.get("strict_order", True) else "false"
     sql = subprocess.run(
         [str(system.project.python), "-c", CLAIM_SQL, table, strict],

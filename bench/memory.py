@@ -21,12 +21,11 @@ import time
 from typing import Any
 
 from . import procs
-from .context import Context
+from .context import Context, built_template
 from .envs import log
 from .kafka_io import delete_topics, produce_inbox_input
-from .settle import settle_database
 from .sizes import Sizes
-from .systems import System
+from .systems import System, ours_worker_or_baseline
 
 Case = dict[str, Any]
 SAMPLE_S = 0.5
@@ -35,36 +34,23 @@ LIMIT_MB = 250
 
 
 def applies(system: System, case: Case) -> bool:
-    # Ours (worker and consumer) and the baseline; the peers have no inbox consumer to pair.
-    return not system.debezium and (system.project is not None or system.name == "baseline")
-
-
-def outbox_table(system: System) -> str:
-    return system.project.outbox_box + "s" if system.project is not None else "baseline_outbox"
+    return ours_worker_or_baseline(system)
 
 
 def prepare(ctx: Context, system: System, case: Case) -> str:
     """The template with the large backlog, built (and settled) the first time."""
     count: int = case["items"]
-    kind = f"backlog{count}"
-    name = ctx.database(system, kind)
-    if name not in ctx.extra_databases:
-        ctx.extra_databases.append(name)
-    if ctx.pg.exists(name):
-        return kind
-    started = time.monotonic()
-    ctx.pg.recreate(name, template=ctx.database(system, "empty"))
-    procs.run(
-        system.fill_cmd(count, ctx.keys, ctx.size),
-        procs.base_env(**system.env(ctx.pg.url(name))),
-        ctx.logs / f"{system.name}-memory-fill.log",
-        ctx.logs,
-        timeout=7200,
-    )
-    settle_database(ctx.pg, name)
-    took = time.monotonic() - started
-    log(f"memory: {system.name}: template with {count:,} items built in {took:.0f} s")
-    return kind
+
+    def fill(database: str) -> None:
+        procs.run(
+            system.fill_cmd(count, ctx.keys, ctx.size),
+            procs.base_env(**system.env(ctx.pg.url(database))),
+            ctx.logs / f"{system.name}-memory-fill.log",
+            ctx.logs,
+            timeout=7200,
+        )
+
+    return built_template(ctx, system, f"backlog{count}", fill, f"{count:,} items")
 
 
 def _input_topic(ctx: Context, count: int) -> str:
@@ -120,7 +106,7 @@ def _watch(
 def memory(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -> dict[str, Any]:
     count: int = case["items"]
     topic = ctx.topic(f"memory-{system.name}")
-    table = outbox_table(system)
+    table = system.outbox_table()
     relay = procs.Child(
         system.relay_cmd(topic),
         procs.base_env(**system.env(ctx.pg.url(run_db), topic)),

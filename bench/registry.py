@@ -15,7 +15,7 @@ from typing import Any
 from . import growth, idle, memory, scale, scenarios
 from .context import Context
 from .sizes import Sizes
-from .systems import System
+from .systems import System, ours_worker_or_baseline
 
 Case = dict[str, Any]
 Result = dict[str, Any]
@@ -191,11 +191,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         label=lambda case: "",
         run=idle.idle,
         describe=_idle_line,
-        # Ours (10 boxes) and the baseline (its relay and consumer); the peers have no
-        # inbox consumer to pair with their relay.
-        applies=lambda system, case: (
-            not system.debezium and (system.project is not None or system.name == "baseline")
-        ),
+        # Ours (10 boxes) and the baseline (its relay and consumer).
+        applies=lambda system, case: ours_worker_or_baseline(system),
     ),
     Scenario(
         name="growth",

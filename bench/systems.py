@@ -150,7 +150,19 @@ class System:
             {"BENCH_GROUP": f"bench-baseline-{uuid.uuid4().hex[:8]}"},
         )
 
+    def outbox_table(self) -> str:
+        if self.project is not None:
+            return self.project.outbox_box + "s"
+        return "baseline_outbox"
+
     def inbox_table(self) -> str:
         if self.project is not None:
             return self.project.inbox_box.removesuffix("_item") + "_items"
         return "baseline_inbox"
+
+
+def ours_worker_or_baseline(system: System) -> bool:
+    """Ours relayed by its worker, or the baseline: the systems with a relay process and an
+    inbox consumer of their own (idle, growth, memory). The peers have no inbox consumer to
+    pair with their relay, and ours-debezium relays from the WAL, not by claiming rows."""
+    return not system.debezium and (system.project is not None or system.name == "baseline")
