@@ -74,6 +74,14 @@ def correctness(results: dict[str, list[dict[str, Any]]], sizes: Sizes) -> list[
             )
         for problem in m["problems"]:
             failures.append(f"memory {m['system']}: {problem}")
+    for x in results.get("mixed", []):
+        if x["relay_undelivered"] or x["inbox_unhandled"] or x["api_errors"]:
+            failures.append(
+                f"mixed {x['system']}: {x['api_errors']} api errors, {x['relay_undelivered']} "
+                f"orders not relayed, {x['inbox_unhandled']} payments not handled"
+            )
+        for problem in x["problems"]:
+            failures.append(f"mixed {x['system']}: {problem}")
     for r in results.get("idle", []):
         for problem in r["problems"]:
             failures.append(f"idle {r['system']}: {problem}")

@@ -11,6 +11,7 @@ import contextlib
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -160,11 +161,20 @@ class ReadResult:
 
 class TopicReader(threading.Thread):
     """Reads every partition of `topic` from the start until `expected` distinct sequence
-    numbers were seen, `stop()` is called, or `timeout` passes."""
+    numbers were seen, `stop()` is called, or `timeout` passes. `parse` finds a message's
+    sequence number in its value (default: the benchmark's `"bench_seq":N`)."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, expected: int) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        expected: int,
+        parse: Callable[[bytes | None], int | None] = parse_seq,
+    ) -> None:
         super().__init__(daemon=True, name=f"reader:{topic}")
         self.expected = expected
+        self._parse = parse
         self.result = ReadResult()
         self._stop_flag = threading.Event()
         self.complete = threading.Event()
@@ -199,7 +209,7 @@ class TopicReader(threading.Thread):
                 for message in batch:
                     if message.error() is not None:
                         continue
-                    seq = parse_seq(message.value())
+                    seq = self._parse(message.value())
                     if seq is None:
                         result.unparsed += 1
                         continue

@@ -34,7 +34,7 @@ def load_note(outcome: Outcome) -> str:
         text += (
             " **Not every run could start on a quiet machine (other jobs shared its cores), "
             "so absolute numbers are low and noisy; the ratios of the same repeat are what to "
-            "read, and section 9 shows the load each run started on.**"
+            "read, and section 10 shows the load each run started on.**"
         )
     return text
 
@@ -87,6 +87,10 @@ def metadata(
         "scale_rate": sizes.scale_rate,
         "idle_warmup": sizes.idle_warmup,
         "idle_seconds": sizes.idle_seconds,
+        "mixed_seconds": sizes.mixed_seconds,
+        "mixed_warmup": sizes.mixed_warmup,
+        "mixed_orders": sizes.mixed_orders,
+        "mixed_connections": sizes.mixed_connections,
         "size": sizes.size,
         "keys": sizes.keys,
         "duration": sizes.duration,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import growth, idle, memory, scale, scenarios
+from . import growth, idle, memory, mixed, scale, scenarios
 from .context import Context
 from .sizes import Sizes
 from .systems import System, ours_worker_or_baseline
@@ -112,6 +112,19 @@ def _memory_line(r: Result) -> str:
     return (
         f"{one('relay', r['relay'])}; {one('consumer', r['consumer'])}; pending left "
         f"{r['left_pending']}, lost {r['lost']}, stored twice {r['stored_duplicates']}"
+    )
+
+
+def _mixed_line(r: Result) -> str:
+    def ms(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.1f}"
+
+    return (
+        f"api {r['api_rate']:,.0f}/s of {r['api_target_rate']:,} (p50 {ms(r['api_p50'])} p99 "
+        f"{ms(r['api_p99'])} ms, {r['api_errors']} errors); relay p50 {ms(r['relay_p50'])} "
+        f"p99 {ms(r['relay_p99'])} ms, undelivered {r['relay_undelivered']}; inbox "
+        f"{r['inbox_rate']:,.0f}/s of {r['inbox_target_rate']:,} (p50 {ms(r['inbox_p50'])} "
+        f"p99 {ms(r['inbox_p99'])} ms), unhandled {r['inbox_unhandled']}"
     )
 
 
@@ -223,6 +236,19 @@ SCENARIOS: tuple[Scenario, ...] = (
         applies=memory.applies,
         prepare=memory.prepare,
         file_copy=True,
+    ),
+    Scenario(
+        name="mixed",
+        key="mixed",
+        template="empty",
+        metric="relay_p99",
+        unit="ms p99 from an order's transaction start to its order_created on the topic",
+        lower_is_better=True,
+        cases=lambda sizes: [{}],
+        label=lambda case: "",
+        run=mixed.mixed,
+        describe=_mixed_line,
+        applies=mixed.applies,
     ),
 )
 BY_NAME: dict[str, Scenario] = {s.name: s for s in SCENARIOS}

@@ -39,6 +39,14 @@ class Sizes:
     growth_purge_rows: int
     # Memory (bench/memory.py): the backlog the relay drains and the consumer stores.
     memory_items: int
+    # Mixed load (bench/mixed.py): POST /orders a second, payments a second, seconds of
+    # both (the first `mixed_warmup` not counted), orders the payments go to, connections.
+    mixed_rate: int
+    mixed_inbox_rate: int
+    mixed_seconds: float
+    mixed_warmup: float
+    mixed_orders: int
+    mixed_connections: int
 
 
 FULL = Sizes(
@@ -66,6 +74,12 @@ FULL = Sizes(
     growth_rows=(0, 1_000_000, 5_000_000),
     growth_purge_rows=5_000_000,
     memory_items=1_000_000,
+    mixed_rate=1000,
+    mixed_inbox_rate=500,
+    mixed_seconds=30,
+    mixed_warmup=3,
+    mixed_orders=100,
+    mixed_connections=64,
 )
 QUICK = Sizes(
     backlog=5_000,
@@ -92,4 +106,10 @@ QUICK = Sizes(
     growth_rows=(0, 20_000),
     growth_purge_rows=20_000,
     memory_items=20_000,
+    mixed_rate=50,
+    mixed_inbox_rate=50,
+    mixed_seconds=5,
+    mixed_warmup=1,
+    mixed_orders=10,
+    mixed_connections=8,
 )

@@ -35,8 +35,10 @@ REPEATS = 2
 SYSTEMS = ["ours", "baseline"]
 # Quick sizes: drain with 1 and 2 workers, steady at one rate, inbox, create cost, idle
 # cost, table growth (0 and 20k delivered rows, 20k purging), memory (a 20k backlog); and
-# for ours alone the many-workers scenario (3 workers joining, then leaving).
+# for ours alone the many-workers scenario (3 workers joining, then leaving) and the mixed
+# load (api, relay and inbox at once).
 RUNS_PER_SYSTEM_AND_REPEAT = 10
+OURS_ALONE_PER_REPEAT = 2
 GROWTH_CASES = ["0", "20k", "20k purging"]
 SCALE_WORKERS = 3
 
@@ -112,7 +114,7 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
         "memory ours 20,000",
         "memory baseline 20,000",
     )
-    for scenario in (*scenarios, "scale ours"):
+    for scenario in (*scenarios, "scale ours", "mixed ours"):
         assert f"[bench] {scenario}" in log, tail(log, 80)
     assert f"[bench] seed {SEED} " in log, tail(log, 80)
 
@@ -134,7 +136,7 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
             assert r["system"] == expected[r["repeat"]][r["position"]], r
 
     # Every timed run settled first, as PostgreSQL saw it.
-    timed = REPEATS * (len(SYSTEMS) * RUNS_PER_SYSTEM_AND_REPEAT + 1)
+    timed = REPEATS * (len(SYSTEMS) * RUNS_PER_SYSTEM_AND_REPEAT + OURS_ALONE_PER_REPEAT)
     assert doc["settle_counts"]["timed_runs"] == timed, doc["settle_counts"]
     assert doc["settle_counts"]["checkpoints"] == timed, doc["settle_counts"]
     assert doc["settle_counts"]["vacuum_analyze"] == timed, doc["settle_counts"]
@@ -149,7 +151,7 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
 
     # Every repeat's ratio ours / baseline, in the JSON, the CSV and the report.
     report = (out / "benchmarks.md").read_text()
-    assert "## 9. Every repeat" in report
+    assert "## 10. Every repeat" in report
     assert f"replay the order with `--seed {SEED}`" in report
     drain_w1 = [r for r in doc["per_repeat"] if r["scenario"] == "drain" and r["case"] == "w1"]
     assert [r["repeat"] for r in drain_w1] == list(range(REPEATS))
@@ -282,6 +284,20 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
             assert len(m["samples"]) >= 2, (name, r)
             assert m["samples"][-1][2] == 20_000, (name, r)
     assert "## 8. Memory draining a large backlog" in report
+
+    # Mixed load (ours alone): 50 orders/s through the api and 50 payments/s through the
+    # inbox for 5 s; every order relayed, every payment stored, handled and its order_paid
+    # relayed, latencies from each path's own start.
+    mixed = doc["runs"]["mixed"]
+    assert [r["system"] for r in mixed] == ["ours"] * REPEATS
+    for r in mixed:
+        assert r["problems"] == [], r
+        assert (r["api_errors"], r["relay_undelivered"], r["inbox_unhandled"]) == (0, 0, 0), r
+        assert r["inbox_sent"] == 250, r
+        assert 25 < r["api_rate"] <= 55, r  # 50 offered; achieved over the whole run
+        for path in ("api", "relay", "inbox"):
+            assert 0 < r[f"{path}_p50"] <= r[f"{path}_p99"] < 30_000, (path, r)
+    assert "## 9. Mixed load: api, relay and inbox at once" in report
     assert "| memory, relay draining 20,000: peak < 250 MB and flat (ours, every repeat) |" in (
         report
     )
