@@ -25,7 +25,6 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-import statistics
 import sys
 import threading
 import time
@@ -38,6 +37,7 @@ from . import procs
 from .context import PARTITIONS, Context
 from .envs import DRIVERS
 from .kafka_io import TopicReader
+from .scenarios import percentile
 from .sizes import Sizes
 from .systems import System
 
@@ -135,14 +135,10 @@ def _parser(payments: Payments) -> Any:
 
 
 def _percentiles(values: list[float]) -> dict[str, float | None]:
+    """p50 and p99 as the steady scenario takes them (None when there is nothing)."""
     if not values:
         return {"p50": None, "p99": None}
-    ordered = sorted(values)
-    cut = statistics.quantiles(ordered, n=100, method="inclusive") if len(ordered) > 1 else None
-    return {
-        "p50": statistics.median(ordered),
-        "p99": cut[98] if cut else ordered[0],
-    }
+    return {"p50": percentile(values, 50), "p99": percentile(values, 99)}
 
 
 def mixed(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -> dict[str, Any]:

@@ -150,7 +150,7 @@ def _cpu_per_message(
     return spent / messages * 1e6
 
 
-def _percentile(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
@@ -207,11 +207,11 @@ def steady(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) 
         "per_tx": per_tx,
         "items": len(measured),
         "undelivered": len(measured) - len(latencies),
-        "p50": _percentile(latencies, 50),
-        "p95": _percentile(latencies, 95),
-        "p99": _percentile(latencies, 99),
-        "p99_first_third": _percentile(thirds[0], 99),
-        "p99_last_third": _percentile(thirds[1], 99),
+        "p50": percentile(latencies, 50),
+        "p95": percentile(latencies, 95),
+        "p99": percentile(latencies, 99),
+        "p99_first_third": percentile(thirds[0], 99),
+        "p99_last_third": percentile(thirds[1], 99),
         "mean": statistics.fmean(latencies) if latencies else float("nan"),
         "latencies": latencies,
         "duplicates": seen.duplicates(),
