@@ -221,6 +221,44 @@ async def test_one_trace_from_request_to_inbox_handler(
     assert publish.end_time > publish.start_time
 
 
+async def test_with_the_sdk_disabled_requests_make_no_spans_and_metrics_still_answer(
+    container: Container, spans: InMemorySpanExporter
+) -> None:
+    """OTEL_SDK_DISABLED: the instrumentor's request middleware is not installed (it would
+    build a span's name and attributes per request for nothing); the order is still created
+    with its server defaults, and /metrics still answers. The SDK provider installed by
+    `spans` records the middleware's spans if it is there (FastAPI's own spans, scope
+    "fastapi", are recorded too, and cost nothing without an SDK provider)."""
+    import httpx
+
+    from {{ cookiecutter.package_name }}.api.app import create_app
+
+    disabled = container.settings().model_copy(update={"otel_sdk_disabled": True})
+    container.settings.override(disabled)
+    try:
+        app = create_app(container)
+    finally:
+        container.settings.reset_last_overriding()
+    asgi = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=asgi, base_url="http://test") as client:
+        created = await client.post("/orders", json={"customer_id": "c-1", "amount": "5.10"})
+        metrics = await client.get("/metrics")
+    assert created.status_code == 201, created.text
+    order = created.json()
+    assert (order["amount"], order["status"], order["version"], order["paid_amount"]) == (
+        5.1,
+        "created",
+        1,
+        0.0,
+    )
+    assert order["id"] >= 1
+    assert order["created_at"] == order["updated_at"]
+    assert metrics.status_code == 200
+    scopes = {scope_of(s) for s in spans.get_finished_spans()}
+    assert "fastapi" in scopes  # the exporter did record this request's spans
+    assert "opentelemetry.instrumentation.fastapi" not in scopes
+
+
 def metric(name: str, **labels: str) -> float:
     """The value of one Prometheus sample (0 when absent)."""
     text = render_metrics().decode()

@@ -40,8 +40,8 @@ log = logging.getLogger(__name__)
 DISABLED = "admin API disabled: set ADMIN_TOKEN to enable it"
 
 
-def require_token(request: Request) -> None:
-    token = deps.container(request).settings().admin_token
+async def require_token(request: Request) -> None:
+    token = deps.container_of(request).settings().admin_token
     if not token:
         raise HTTPException(503, DISABLED)
     scheme, _, given = request.headers.get("authorization", "").partition(" ")

@@ -35,7 +35,7 @@ router = APIRouter(prefix="/admin/ui", tags=["admin"], include_in_schema=False)
 @router.get("")
 @router.get("/{name}")
 async def page(request: Request, name: str = "") -> Response:
-    if not deps.container(request).settings().admin_token:
+    if not deps.container_of(request).settings().admin_token:
         raise HTTPException(503, "admin API disabled: set ADMIN_TOKEN to enable it")
     if name not in FILES:
         raise HTTPException(404, "not found")

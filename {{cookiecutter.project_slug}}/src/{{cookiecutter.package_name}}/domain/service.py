@@ -43,8 +43,9 @@ async def create_order(
         customer_id=customer_id, amount=amount, status="created", version=1, paid_amount=Decimal(0)
     )
     session.add(order)
+    # The INSERT returns the server defaults (id, created_at, updated_at) with RETURNING
+    # (SQLAlchemy's eager defaults on PostgreSQL): no refresh, no second statement.
     await session.flush()
-    await session.refresh(order)
     await outbox.create(
         session, OutboxItem, event_key=order.id, payload=OrderCreated(**order_fields(order))
     )

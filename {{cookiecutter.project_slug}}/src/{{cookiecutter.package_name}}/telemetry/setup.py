@@ -86,8 +86,12 @@ def render_metrics() -> bytes:
 
 
 def instrument_app(app: FastAPI, settings: Settings) -> None:
+    """Request spans and /metrics. With OTEL_SDK_DISABLED no span is ever recorded, so the
+    request middleware is not installed at all: it would still build span names and
+    attributes for every request (~8% of a POST /orders' CPU). /metrics stays."""
     configure(settings)
-    FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics")
+    if not settings.otel_sdk_disabled:
+        FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics")
 
     @app.get("/metrics", include_in_schema=False)
     async def prometheus_metrics() -> Response:
