@@ -1,0 +1,122 @@
+"""Do two runs agree? `python -m bench.compare FIRST.json SECOND.json [--tolerance 0.15]`
+
+The reproduction rule of the published report: a second full run, on another day, gives
+ratios within 15% of the first. Absolute rates follow the shared machine's state and are not
+compared; a ratio (ours / another system, same repeat and case) should not. For each
+(scenario, case, other system) present in both results files (docs/benchmarks-results.json
+or a run's results.json) this prints, as a markdown table, the first and the second run's
+median of the ratio over its repeats with the range, the change (second / first - 1), and
+whether it is within the tolerance. Exit 0 when every shared ratio is within it, 1 when one
+is not, 2 when the files share no ratio (or cannot be read). Ratios found in one file only
+are listed after the table: a scenario one of the runs did not have is not a failure, but
+it is not a reproduction either.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+Key = tuple[str, str, str]  # scenario, case, the other system
+
+
+def load(path: Path) -> tuple[str, dict[Key, dict[str, Any]]]:
+    """The run's start time and its ratio spreads, keyed by (scenario, case, vs)."""
+    doc = json.loads(path.read_text())
+    spreads = doc.get("spreads")
+    if not isinstance(spreads, list):
+        raise ValueError(f"{path}: no 'spreads' list (not a bench results file)")
+    keyed = {(s["scenario"], s["case"], s["vs"]): s for s in spreads}
+    return str(doc.get("started", "?")), keyed
+
+
+def change(first: float, second: float) -> float:
+    """second / first - 1; nan when the first is 0 or either is not a number."""
+    if not first or math.isnan(first) or math.isnan(second):
+        return float("nan")
+    return second / first - 1.0
+
+
+def compare(
+    first: dict[Key, dict[str, Any]], second: dict[Key, dict[str, Any]], tolerance: float
+) -> list[dict[str, Any]]:
+    """One row per key in both, in the first file's order."""
+    rows = []
+    for key, a in first.items():
+        b = second.get(key)
+        if b is None:
+            continue
+        delta = change(float(a["median"]), float(b["median"]))
+        rows.append(
+            {
+                "key": key,
+                "first": a,
+                "second": b,
+                "change": delta,
+                "within": not math.isnan(delta) and abs(delta) <= tolerance,
+            }
+        )
+    return rows
+
+
+def _ratio(s: dict[str, Any]) -> str:
+    return f"{s['median']:.2f}x ({s['min']:.2f}-{s['max']:.2f}, {s['n']} repeats)"
+
+
+def render(
+    names: tuple[str, str],
+    rows: list[dict[str, Any]],
+    only: tuple[list[Key], list[Key]],
+    tolerance: float,
+) -> str:
+    lines = [
+        f"| scenario | case | ours vs | first run ({names[0]}) | second run ({names[1]}) "
+        f"| change | within {tolerance:.0%} |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        scenario, case, vs = row["key"]
+        delta = "n/a" if math.isnan(row["change"]) else f"{row['change']:+.1%}"
+        lines.append(
+            f"| {scenario} | {case} | {vs} | {_ratio(row['first'])} | {_ratio(row['second'])} "
+            f"| {delta} | {'yes' if row['within'] else 'NO'} |"
+        )
+    within = sum(1 for r in rows if r["within"])
+    lines.append("")
+    lines.append(f"{within} of {len(rows)} ratios within {tolerance:.0%}.")
+    for label, keys in zip(("first", "second"), only, strict=True):
+        if keys:
+            listed = ", ".join("/".join(k) for k in keys)
+            lines.append(f"Only in the {label} run (not compared): {listed}.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__)
+    parser.add_argument("first", type=Path)
+    parser.add_argument("second", type=Path)
+    parser.add_argument("--tolerance", type=float, default=0.15, help="default 0.15 (15%%)")
+    args = parser.parse_args(argv)
+    if not 0 < args.tolerance < 10:
+        parser.error("--tolerance: a fraction above 0, e.g. 0.15")
+    try:
+        first_at, first = load(args.first)
+        second_at, second = load(args.second)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"bench.compare: {exc}", file=sys.stderr)
+        return 2
+    rows = compare(first, second, args.tolerance)
+    only = ([k for k in first if k not in second], [k for k in second if k not in first])
+    print(render((first_at, second_at), rows, only, args.tolerance))
+    if not rows:
+        print("bench.compare: the two runs share no ratio", file=sys.stderr)
+        return 2
+    return 0 if all(r["within"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""`python -m bench.compare FIRST SECOND` says whether a second run reproduces the first's
+ratios: per (scenario, case, other system) the change of the median, within the tolerance
+or not, and an exit code a script can use (0 all within, 1 one is not, 2 nothing shared or
+not a results file). Tried at the edges: exactly at the tolerance, just past it in either
+direction, a ratio only one run has, a zero median, a file that is not a results file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from conftest import REPO_ROOT
+
+
+def _compare_module() -> ModuleType:
+    """bench/compare.py is stdlib only: loaded by path (bench/ is not on the tests' path)."""
+    path = REPO_ROOT / "bench" / "compare.py"
+    spec = importlib.util.spec_from_file_location("bench_compare", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _spread(scenario: str, case: str, vs: str, median: float) -> dict[str, Any]:
+    return {
+        "scenario": scenario,
+        "case": case,
+        "vs": vs,
+        "min": median * 0.9,
+        "median": median,
+        "max": median * 1.1,
+        "rel_spread": 0.2,
+        "n": 3,
+    }
+
+
+def _results(path: Path, started: str, spreads: list[dict[str, Any]]) -> Path:
+    path.write_text(json.dumps({"started": started, "repeats": 3, "spreads": spreads}))
+    return path
+
+
+def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench.compare", *map(str, args)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_changes_at_and_past_the_tolerance(tmp_path: Path) -> None:
+    compare = _compare_module()
+    first = _results(
+        tmp_path / "a.json",
+        "2026-11-23 22:33",
+        [
+            _spread("drain", "w1", "baseline", 1.25),
+            _spread("drain", "w1", "faststream-outbox", 10.0),
+            _spread("inbox", "", "baseline", 0.5),
+            _spread("steady", "200/s", "baseline", 1.0),
+            _spread("cost", "", "omni-box", 0.2),
+        ],
+    )
+    second = _results(
+        tmp_path / "b.json",
+        "2026-11-26 19:00",
+        [
+            _spread("drain", "w1", "baseline", 1.4375),  # +15.0%: at the limit, within
+            _spread("drain", "w1", "faststream-outbox", 8.4),  # -16%: not
+            _spread("inbox", "", "baseline", 0.58),  # +16%: not
+            _spread("steady", "200/s", "baseline", 0.9),  # -10%: within
+            _spread("growth", "5M", "baseline", 0.8),  # only in the second
+        ],
+    )
+    _, a = compare.load(first)
+    _, b = compare.load(second)
+    rows = compare.compare(a, b, 0.15)
+    assert [r["key"] for r in rows] == [
+        ("drain", "w1", "baseline"),
+        ("drain", "w1", "faststream-outbox"),
+        ("inbox", "", "baseline"),
+        ("steady", "200/s", "baseline"),
+    ]
+    assert [round(r["change"], 4) for r in rows] == [0.15, -0.16, 0.16, -0.1]
+    assert [r["within"] for r in rows] == [True, False, False, True]
+
+    done = _run(first, second)
+    assert done.returncode == 1, done.stderr
+    table = done.stdout.splitlines()
+    assert table[0].startswith("| scenario | case | ours vs | first run (2026-11-23 22:33)")
+    assert "| drain | w1 | baseline | 1.25x (1.12-1.38, 3 repeats) |" in table[2]
+    assert table[2].endswith("| +15.0% | yes |")
+    assert table[3].endswith("| -16.0% | NO |")
+    assert "2 of 4 ratios within 15%." in done.stdout
+    assert "Only in the first run (not compared): cost//omni-box." in done.stdout
+    assert "Only in the second run (not compared): growth/5M/baseline." in done.stdout
+
+    # A wider tolerance accepts both; the same file against itself is all within.
+    assert _run(first, second, "--tolerance", "0.2").returncode == 0
+    same = _run(first, first)
+    assert same.returncode == 0
+    assert "5 of 5 ratios within 15%." in same.stdout
+
+
+def test_a_zero_median_is_never_within(tmp_path: Path) -> None:
+    compare = _compare_module()
+    zero = {("cost", "", "baseline"): _spread("cost", "", "baseline", 0.0)}
+    some = {("cost", "", "baseline"): _spread("cost", "", "baseline", 0.0)}
+    (row,) = compare.compare(zero, some, 0.15)
+    assert row["within"] is False
+    assert compare.change(0.0, 0.0) != compare.change(0.0, 0.0)  # nan
+
+
+def test_nothing_shared_or_not_a_results_file_exits_2(tmp_path: Path) -> None:
+    first = _results(tmp_path / "a.json", "day 1", [_spread("drain", "w1", "baseline", 1.0)])
+    second = _results(tmp_path / "b.json", "day 2", [_spread("idle", "", "baseline", 1.0)])
+    done = _run(first, second)
+    assert done.returncode == 2
+    assert "share no ratio" in done.stderr
+    (tmp_path / "c.json").write_text(json.dumps({"runs": []}))
+    bad = _run(first, tmp_path / "c.json")
+    assert bad.returncode == 2
+    assert "not a bench results file" in bad.stderr
+    missing = _run(first, tmp_path / "absent.json")
+    assert missing.returncode == 2
+
+
+@pytest.mark.parametrize("tolerance", ["0", "-0.1", "10"])
+def test_a_tolerance_that_is_not_a_fraction_is_refused(tmp_path: Path, tolerance: str) -> None:
+    first = _results(tmp_path / "a.json", "day 1", [_spread("drain", "w1", "baseline", 1.0)])
+    done = _run(first, first, "--tolerance", tolerance)
+    assert done.returncode == 2  # argparse's usage error
+    assert "--tolerance" in done.stderr
