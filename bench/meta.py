@@ -18,6 +18,10 @@ from .settle import QUIET_LOAD
 from .sizes import Sizes
 from .systems import OURS_DEBEZIUM, OWN_SYSTEMS, System
 
+# Below this CPU busy share in the second before a start, a load average of 1.0 or more is the
+# previous run's, decaying, not work that competes with the timed run.
+IDLE_BUSY_PCT = 25.0
+
 
 def load_note(outcome: Outcome) -> str:
     records = [r["settle"] for rows in outcome.results.values() for r in rows]
@@ -30,9 +34,23 @@ def load_note(outcome: Outcome) -> str:
         f"{statistics.median(loads):.2f}, max {max(loads):.2f}; {quiet} of {len(records)} runs "
         f"started quiet (load < {QUIET_LOAD})."
     )
-    if quiet < len(records):
+    loud = [r for r in records if not r["quiet"]]
+    if not loud:
+        return text
+    busy = statistics.median(float(r.get("cpu_busy_pct", 100.0)) for r in loud)
+    if busy < IDLE_BUSY_PCT:
+        # The 1-minute average decays slowly: after a run that kept both cores busy it
+        # stays above 1.0 for ~40 s although nothing runs any more.
         text += (
-            " **Not every run could start on a quiet machine (other jobs shared its cores), "
+            f" The {len(loud)} others started while the average still carried the run "
+            f"before them: the CPU was {busy:.0f}% busy (median) in the second before they "
+            "started. The ratios of the same repeat are what to read; section 10 shows the "
+            "load each run started on."
+        )
+    else:
+        text += (
+            f" **Not every run could start on a quiet machine: the CPU was {busy:.0f}% busy "
+            "(median) in the second before the others started (other jobs shared its cores), "
             "so absolute numbers are low and noisy; the ratios of the same repeat are what to "
             "read, and section 10 shows the load each run started on.**"
         )
