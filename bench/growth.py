@@ -127,12 +127,24 @@ def purging_boxes_file(system: System, workdir: Path) -> Path:
     return path
 
 
-def _expired(ctx: Context, run_db: str, system: System) -> int:
+def _expired(ctx: Context, run_db: str, system: System) -> tuple[int, int]:
+    """(count, highest id) of the delivered rows past retention before the drain: the rows
+    the template loaded, which take the lower ids. Counted by id afterwards (`_left`): by
+    status and age, backlog rows delivered during the drain count too once the template is
+    older than the retention period (a run's later repeats), and the count went negative."""
     row = ctx.pg.fetchrow(
         run_db,
-        f"SELECT count(*) FROM {system.outbox_table()} WHERE status = {DELIVERED} "
-        "AND created_at < now() - make_interval(secs => $1)",
+        f"SELECT count(*), coalesce(max(id), 0) FROM {system.outbox_table()} "
+        f"WHERE status = {DELIVERED} AND created_at < now() - make_interval(secs => $1)",
         PURGE_KEEP_S,
+    )
+    return int(row[0]), int(row[1])
+
+
+def _left(ctx: Context, run_db: str, system: System, highest: int) -> int:
+    """How many of the rows `_expired` counted are still in the table."""
+    row = ctx.pg.fetchrow(
+        run_db, f"SELECT count(*) FROM {system.outbox_table()} WHERE id <= $1", highest
     )
     return int(row[0])
 
@@ -197,7 +209,7 @@ def growth(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) 
     plans = claim_plans(ctx, system, run_db) if system.project is not None else {}
     env_extra: dict[str, str] = {}
     purger = None
-    before = _expired(ctx, run_db, system)  # every delivered row of the template is older
+    before, highest = _expired(ctx, run_db, system)  # the template's delivered rows
     if purging and system.project is not None:
         env_extra["BOXES_FILE"] = str(purging_boxes_file(system, ctx.logs))
     elif purging:
@@ -216,7 +228,7 @@ def growth(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) 
             if not purger.alive():
                 raise RuntimeError(f"the baseline's purge exited early: {purger.tail(10)}")
             purger.stop()
-    purged = before - _expired(ctx, run_db, system)
+    purged = before - _left(ctx, run_db, system, highest)
     result.update(
         rows=rows,
         rows_before=before,
