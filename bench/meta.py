@@ -28,13 +28,13 @@ def load_note(outcome: Outcome) -> str:
     if not records:
         return "No timed run completed."
     loads = [r["load1"] for r in records]
-    quiet = sum(1 for r in records if r["quiet"])
+    loud = [r for r in records if not r["quiet"]]
+    quiet = len(records) - len(loud)
     text = (
         f"1-minute load average when the timed runs started: median "
         f"{statistics.median(loads):.2f}, max {max(loads):.2f}; {quiet} of {len(records)} runs "
         f"started quiet (load < {QUIET_LOAD})."
     )
-    loud = [r for r in records if not r["quiet"]]
     if not loud:
         return text
     busy = statistics.median(float(r.get("cpu_busy_pct", 100.0)) for r in loud)
