@@ -2,9 +2,12 @@
 
 The inbox stores each message id once (`ON CONFLICT (uuid) DO NOTHING`), which is what makes
 redeliveries harmless. But the same id on a *different* message (a producer that reuses ids,
-two producers that pick the same idempotency key) must not vanish as a "duplicate": after
-a batch in which some rows were not new, the consumer compares the payloads of those ids
-with the stored ones (by SHA-256, computed on both sides). A clash is stored as its own row
+two producers that pick the same idempotency key) must not vanish as a "duplicate": the
+batch's insert compares the payload of every row it did not store with the stored one
+(store/inbox.py), in the same statement. A row whose stored twin that statement cannot see
+(stored by a transaction that committed after it began: another consumer of the group, in
+a rebalance) is compared by `ClashCheck.find` afterwards, by SHA-256 computed on both
+sides. A clash is stored as its own row
 under an id derived from the clashing one and its position in Kafka (so reading it again
 does not store it twice), marked rejected: it fails in processing with the reason, shows in
 `stats` and the admin API, and is logged. Its handler never runs on it.
@@ -24,7 +27,9 @@ from outbox_engine.store.inbox import InboxStatements
 CLASH_NAMESPACE = uuid.UUID("0b9f5a52-7f0c-4d39-8d8a-2f1c3c8e6a40")
 
 
-def clash_id(message_id: uuid.UUID, topic: str, partition: int, offset: int) -> uuid.UUID:
+def clash_id(message_id: uuid.UUID | str, topic: str, partition: int, offset: int) -> uuid.UUID:
+    """The id a clash is stored under (`message_id` as a UUID or its canonical text: the
+    name is built from its text, the same for both)."""
     return uuid.uuid5(CLASH_NAMESPACE, f"{message_id}/{topic}/{partition}/{offset}")
 
 
@@ -56,8 +61,10 @@ class ClashCheck:
         )
         return {
             **row,
-            "uuid": clash_id(
-                row["uuid"], row["source_topic"], row["source_partition"], row["source_offset"]
+            "uuid": str(
+                clash_id(
+                    row["uuid"], row["source_topic"], row["source_partition"], row["source_offset"]
+                )
             ),
             "headers": {
                 **row["headers"],

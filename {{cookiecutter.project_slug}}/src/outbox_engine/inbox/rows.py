@@ -6,12 +6,17 @@ UTF-8 or too long, a value over `max_message_bytes`) becomes a row with the reas
 and never blocks its partition. `message_uuid` names the message: its `message-id` header,
 else its `Idempotency-Key`, else an id derived from where it is *and* what it is, so a
 redelivery maps to the stored row and a different message at a reused offset does not.
-`unstorable_row` reduces a row the database refused to one that always stores.
+A row's `uuid` is the id's canonical text (lower-case 8-4-4-4-12): an id header already in
+that form (any case) is taken as it is, without building a `uuid.UUID` per message (the
+consumer's hot path; PostgreSQL parses it on insert, to the same 128 bits). Any other form
+goes through `message_uuid`. `unstorable_row` reduces a row the database refused to one
+that always stores.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from typing import Any
 
@@ -22,6 +27,11 @@ from outbox_engine.config.registry import Box
 # Names the message id when a producer sent none: uuid5(NAMESPACE, "topic/partition/offset").
 INBOX_NAMESPACE = uuid.UUID("6f1c8a9e-2b8d-4c63-9b6e-3f2f5d0c7a11")
 REJECTED_HEADER = "rejected"
+# An id header in this form is the id as it is (lower-cased): `uuid.UUID` would give the
+# same 128 bits. Every other form (braces, "urn:uuid:", no hyphens, ...) is parsed by it.
+_CANONICAL = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+).fullmatch
 
 
 def _decode(value: bytes | str | None) -> str:
@@ -90,6 +100,30 @@ def unstorable_row(row: dict[str, Any], error: BaseException) -> dict[str, Any]:
     }
 
 
+def _message_id(id_sources: dict[str, str], message: Message, raw_key: Any, value: Any) -> str:
+    """The row's id as canonical text (see the module docstring)."""
+    for name in ("message-id", "idempotency-key"):  # message_uuid's order
+        raw = id_sources.get(name)
+        if raw:
+            if _CANONICAL(raw):
+                return raw.lower()
+            break
+    _kind, timestamp = message.timestamp()
+    return str(
+        message_uuid(
+            id_sources,
+            message.topic() or "",
+            message.partition() or 0,
+            message.offset() or 0,
+            (
+                timestamp,
+                raw_key if isinstance(raw_key, bytes) else None,
+                value if isinstance(value, bytes) else None,
+            ),
+        )
+    )
+
+
 def message_row(box: Box, message: Message) -> dict[str, Any]:
     """The inbox row for one Kafka message (never raises: bad input becomes a reason)."""
     config = box.inbox_config
@@ -141,20 +175,8 @@ def message_row(box: Box, message: Message) -> dict[str, Any]:
     event_name = (headers.get("event-name") or config.default_event_name)[:255]
     if reasons:
         headers[REJECTED_HEADER] = "; ".join(reasons)
-    _kind, timestamp = message.timestamp()
-    message_id = message_uuid(
-        id_sources,
-        topic,
-        partition,
-        offset,
-        (
-            timestamp,
-            raw_key if isinstance(raw_key, bytes) else None,
-            value if isinstance(value, bytes) else None,
-        ),
-    )
     return {
-        "uuid": message_id,
+        "uuid": _message_id(id_sources, message, raw_key, value),
         "event_name": event_name,
         "event_key": event_key,
         "bucket": box.bucket_for(event_key),

@@ -1,20 +1,91 @@
-"""The inbox's statements: store a batch of Kafka messages, find message-id clashes, ping.
+"""The inbox's statements: store a batch of Kafka messages and judge its duplicates, ping.
 
-`InboxStatements.insert` stores a batch in ONE statement: the rows as arrays (unnest), a
-duplicate id dropped by the unique uuid (`ON CONFLICT (uuid) DO NOTHING`, also within the
-batch: the first one stays), and a NOTIFY on the box's channel when any row is new, in the
-same transaction. It returns how many rows were new. `find_clashes` returns the positions
-of rows whose id is stored with another payload (compared by SHA-256 on both sides, see
-inbox/clash.py). All take an asyncpg connection (store/pgconn.py): the consumer's hot path
-skips SQLAlchemy.
+`InboxStatements.insert` stores a batch in ONE statement: the rows as one JSON array
+(`jsonb_array_elements`), a duplicate id dropped by the unique uuid (`ON CONFLICT (uuid) DO
+NOTHING`, also within the batch: the first one stays), and a NOTIFY on the box's channel
+when any row is new, in the same transaction. The same statement judges every row it did
+not store (inbox/clash.py): its payload against the stored one, either the batch's own
+first row with that id or the row the table held before the statement. It returns an
+`Inserted`: how many rows were new, which were clashes, and which it could not judge (their
+id was stored by a transaction that committed after the statement began: `find_clashes`,
+a statement of its own, judges those).
+
+Why JSON and not one array per column: asyncpg encodes an array element by element, ~1.1-1.7
+us each on the bench machine, 10 us a row for the nine columns, while `json.dumps` of the
+whole batch runs in C, and the consumer's main thread is its limit (docs/benchmarks.md).
+Payloads travel as base64, decoded by PostgreSQL. A batch whose JSON would pass
+`MAX_STATEMENT_BYTES` (large messages) is sent as several statements in one transaction:
+all of it is stored or none. All take an asyncpg connection (store/pgconn.py): the
+consumer's hot path skips SQLAlchemy.
 """
 
 from __future__ import annotations
 
 import json
+from binascii import b2a_base64
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
+
+# A statement's JSON is kept under this size (estimated from the payloads, the rest of a
+# row is small next to them): a batch of large messages goes in several statements.
+MAX_STATEMENT_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class Inserted:
+    """What storing a batch did; positions are 0-based indexes into the rows given."""
+
+    new: int = 0
+    clashes: list[int] = field(default_factory=list)
+    unjudged: list[int] = field(default_factory=list)
+
+    def add(self, other: Inserted, offset: int) -> None:
+        self.new += other.new
+        self.clashes += [offset + i for i in other.clashes]
+        self.unjudged += [offset + i for i in other.unjudged]
+
+
+@dataclass
+class Encoded:
+    """A batch ready to send: its JSON chunks and how many rows each holds."""
+
+    chunks: list[str]
+    sizes: list[int]
+
+
+def encode(rows: Sequence[dict[str, Any]]) -> Encoded:
+    """The rows (dicts with the column names) as JSON arrays, in chunks of at most
+    ~MAX_STATEMENT_BYTES (one row larger than that is a chunk of its own)."""
+    chunks: list[list[list[Any]]] = [[]]
+    size = 0
+    for row in rows:
+        payload: bytes = row["payload"]
+        estimate = len(payload) * 4 // 3 + 512
+        if size + estimate > MAX_STATEMENT_BYTES and chunks[-1]:
+            chunks.append([])
+            size = 0
+        size += estimate
+        chunks[-1].append(
+            [
+                str(row["uuid"]),
+                row["event_name"],
+                row["event_key"],
+                row["bucket"],
+                b2a_base64(payload, newline=False).decode("ascii"),
+                row["headers"],
+                row["source_topic"],
+                row["source_partition"],
+                row["source_offset"],
+            ]
+        )
+    # ASCII escapes: a lone surrogate that reached a string is refused by PostgreSQL as data
+    # (SQLSTATE 22: the row is stored as unstorable), not by the client's encoder.
+    return Encoded(
+        [json.dumps(chunk, separators=(",", ":")) for chunk in chunks],
+        [len(chunk) for chunk in chunks],
+    )
 
 
 class InboxStatements:
@@ -22,48 +93,78 @@ class InboxStatements:
 
     def __init__(self, table: str, channel: str, rejected_header: str) -> None:
         self.channel = channel
+        rejected = rejected_header.replace("'", "''")
+        # `seen`: the rows this statement did not store whose content is as received (a row
+        # reduced to a rejected one carries no payload to compare). Each is judged against
+        # the stored row: the batch's first row with its id when that one was new (`new`
+        # rows are not visible to the statement's own reads), else the table's row as the
+        # statement began; NULL when that row is not visible either (stored concurrently).
         self._insert_sql = f"""
-            WITH new AS (
+            WITH input AS MATERIALIZED (
+                SELECT a.i::integer AS i, (a.r->>0)::uuid AS u, a.r->>1 AS e, a.r->>2 AS k,
+                       (a.r->>3)::integer AS b, decode(a.r->>4, 'base64') AS p, a.r->5 AS h,
+                       a.r->>6 AS t, (a.r->>7)::integer AS sp, (a.r->>8)::bigint AS so
+                FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS a(r, i)
+            ), new AS (
                 INSERT INTO {table} (uuid, event_name, event_key, bucket, payload,
                     headers, source_topic, source_partition, source_offset)
-                SELECT u, e, k, b, p, h::jsonb, t, sp, so
-                FROM unnest($1::uuid[], $2::text[], $3::text[], $4::integer[], $5::bytea[],
-                            $6::text[], $7::text[], $8::integer[], $9::bigint[])
-                     AS r(u, e, k, b, p, h, t, sp, so)
+                SELECT u, e, k, b, p, h, t, sp, so FROM input ORDER BY i
                 ON CONFLICT (uuid) DO NOTHING
-                RETURNING 1
+                RETURNING uuid
+            ), firsts AS (
+                SELECT DISTINCT ON (u) u, i, p, h FROM input ORDER BY u, i
+            ), seen AS (
+                SELECT x.i, x.u, x.p, n.uuid IS NOT NULL AS in_batch,
+                       f.p AS first_p, f.h AS first_h
+                FROM input x
+                JOIN firsts f ON f.u = x.u
+                LEFT JOIN new n ON n.uuid = x.u
+                WHERE (n.uuid IS NULL OR x.i > f.i) AND NOT (x.h ? '{rejected}')
+            ), judged AS (
+                SELECT s.i, CASE
+                    WHEN s.in_batch THEN NOT (s.first_h ? '{rejected}') AND s.first_p <> s.p
+                    WHEN t.uuid IS NULL THEN NULL
+                    ELSE NOT (t.headers ? '{rejected}') AND t.payload <> s.p
+                END AS clash
+                FROM seen s LEFT JOIN {table} t ON NOT s.in_batch AND t.uuid = s.u
+            ), counted AS (
+                SELECT count(*)::integer AS n FROM new
             )
-            SELECT count(*)::integer, CASE WHEN count(*) > 0 THEN pg_notify($10, '') END
-            FROM new
+            SELECT n, CASE WHEN n > 0 THEN pg_notify($2, '') END,
+                   ARRAY(SELECT i FROM judged WHERE clash ORDER BY i),
+                   ARRAY(SELECT i FROM judged WHERE clash IS NULL ORDER BY i)
+            FROM counted
         """
         # Positions (1-based) of the given rows whose id is stored with another payload.
         self._clash_sql = f"""
             SELECT r.i FROM unnest($1::uuid[], $2::bytea[]) WITH ORDINALITY AS r(u, d, i)
             JOIN {table} t ON t.uuid = r.u
-            WHERE NOT (t.headers ? '{rejected_header}') AND sha256(t.payload) <> r.d
+            WHERE NOT (t.headers ? '{rejected}') AND sha256(t.payload) <> r.d
         """
 
-    async def insert(self, conn: Any, rows: Sequence[dict[str, Any]], seconds: float) -> int:
-        """Store `rows` (dicts with the column names) unless their uuid is stored; return
-        how many were new. A NOTIFY on the box's channel goes with a new row's commit."""
-        columns: tuple[list[Any], ...] = ([], [], [], [], [], [], [], [], [])
-        for row in rows:
-            columns[0].append(row["uuid"])
-            columns[1].append(row["event_name"])
-            columns[2].append(row["event_key"])
-            columns[3].append(row["bucket"])
-            columns[4].append(row["payload"])
-            columns[5].append(json.dumps(row["headers"]))
-            columns[6].append(row["source_topic"])
-            columns[7].append(row["source_partition"])
-            columns[8].append(row["source_offset"])
-        inserted: int = await conn.fetchval(
-            self._insert_sql, *columns, self.channel, timeout=seconds
-        )
-        return inserted
+    async def insert(self, conn: Any, rows: Sequence[dict[str, Any]], seconds: float) -> Inserted:
+        """Store `rows` (dicts with the column names) unless their uuid is stored; judge the
+        others. A NOTIFY on the box's channel goes with a new row's commit."""
+        return await self.insert_encoded(conn, encode(rows), seconds)
+
+    async def insert_encoded(self, conn: Any, batch: Encoded, seconds: float) -> Inserted:
+        """`insert` of a batch encoded beforehand (`encode`)."""
+        if len(batch.chunks) == 1:
+            return await self._insert_chunk(conn, batch.chunks[0], seconds)
+        result = Inserted()
+        async with conn.transaction():
+            offset = 0
+            for chunk, size in zip(batch.chunks, batch.sizes, strict=True):
+                result.add(await self._insert_chunk(conn, chunk, seconds), offset)
+                offset += size
+        return result
+
+    async def _insert_chunk(self, conn: Any, chunk: str, seconds: float) -> Inserted:
+        row = await conn.fetchrow(self._insert_sql, chunk, self.channel, timeout=seconds)
+        return Inserted(int(row[0]), [int(i) - 1 for i in row[2]], [int(i) - 1 for i in row[3]])
 
     async def find_clashes(
-        self, conn: Any, ids: list[UUID], digests: list[bytes], seconds: float
+        self, conn: Any, ids: Sequence[UUID | str], digests: list[bytes], seconds: float
     ) -> list[int]:
         """1-based positions in `ids` of those stored with a payload whose SHA-256 is not
         the given digest (rows stored as rejected are never compared)."""
