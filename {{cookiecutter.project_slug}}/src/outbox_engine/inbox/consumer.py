@@ -234,6 +234,7 @@ class InboxConsumer:
             try:
                 await self.flush()
             finally:
+                self.writer.close()
                 await asyncio.to_thread(consumer.close)
             await self._connections.close()
             self._consumer = None

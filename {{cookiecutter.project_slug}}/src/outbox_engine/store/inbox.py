@@ -97,6 +97,8 @@ class InboxStatements:
         # the stored row: the batch's first row with its id when that one was new (`new`
         # rows are not visible to the statement's own reads), else the table's row as the
         # statement began; NULL when that row is not visible either (stored concurrently).
+        # When every row was new (the usual batch) nothing is judged: PostgreSQL runs an
+        # `ARRAY(...)` sub-select of a CASE branch not taken never, and `judged` with it.
         self._insert_sql = f"""
             WITH input AS MATERIALIZED (
                 SELECT a.i::integer AS i, (a.r->>0)::uuid AS u, a.r->>1 AS e, a.r->>2 AS k,
@@ -130,8 +132,10 @@ class InboxStatements:
                 SELECT count(*)::integer AS n FROM new
             )
             SELECT n, CASE WHEN n > 0 THEN pg_notify($3, '') END,
-                   ARRAY(SELECT i FROM judged WHERE clash ORDER BY i),
-                   ARRAY(SELECT i FROM judged WHERE clash IS NULL ORDER BY i)
+                   CASE WHEN n < cardinality($2::bytea[])
+                        THEN ARRAY(SELECT i FROM judged WHERE clash ORDER BY i) END,
+                   CASE WHEN n < cardinality($2::bytea[])
+                        THEN ARRAY(SELECT i FROM judged WHERE clash IS NULL ORDER BY i) END
             FROM counted
         """
         # Positions (1-based) of the given rows whose id is stored with another payload.
@@ -163,7 +167,8 @@ class InboxStatements:
     ) -> Inserted:
         fields, payloads = chunk
         row = await conn.fetchrow(self._insert_sql, fields, payloads, self.channel, timeout=seconds)
-        return Inserted(int(row[0]), [int(i) - 1 for i in row[2]], [int(i) - 1 for i in row[3]])
+        clashes, unjudged = row[2] or (), row[3] or ()  # NULL: every row was new
+        return Inserted(int(row[0]), [int(i) - 1 for i in clashes], [int(i) - 1 for i in unjudged])
 
     async def find_clashes(
         self, conn: Any, ids: Sequence[UUID | str], digests: list[bytes], seconds: float
