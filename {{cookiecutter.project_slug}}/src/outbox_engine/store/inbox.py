@@ -1,14 +1,14 @@
 """The inbox's statements: store a batch of Kafka messages and judge its duplicates, ping.
 
 `InboxStatements.insert` stores a batch in ONE statement: the rows as one JSON array
-(`jsonb_array_elements`) beside an array of their payloads, a duplicate id dropped by the unique uuid (`ON CONFLICT (uuid) DO
-NOTHING`, also within the batch: the first one stays), and a NOTIFY on the box's channel
-when any row is new, in the same transaction. The same statement judges every row it did
-not store (inbox/clash.py): its payload against the stored one, either the batch's own
-first row with that id or the row the table held before the statement. It returns an
-`Inserted`: how many rows were new, which were clashes, and which it could not judge (their
-id was stored by a transaction that committed after the statement began: `find_clashes`,
-a statement of its own, judges those).
+(`jsonb_array_elements`) beside an array of their payloads, a duplicate id dropped by the
+unique uuid (`ON CONFLICT (uuid) DO NOTHING`, also within the batch: the first one stays),
+and a NOTIFY on the box's channel when any row is new, in the same transaction. The same
+statement judges every row it did not store (inbox/clash.py): its payload against the
+stored one, either the batch's own first row with that id or the row the table held before
+the statement. It returns an `Inserted`: how many rows were new, which were clashes, and
+which it could not judge (their id was stored by a transaction that committed after the
+statement began: `find_clashes`, a statement of its own, judges those).
 
 Why JSON and not one array per column: asyncpg encodes an array element by element, ~1.1-1.7
 us each on the bench machine, 10 us a row for the nine columns, while `json.dumps` of the
