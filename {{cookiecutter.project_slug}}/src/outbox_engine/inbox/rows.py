@@ -27,6 +27,8 @@ from outbox_engine.config.registry import Box
 # Names the message id when a producer sent none: uuid5(NAMESPACE, "topic/partition/offset").
 INBOX_NAMESPACE = uuid.UUID("6f1c8a9e-2b8d-4c63-9b6e-3f2f5d0c7a11")
 REJECTED_HEADER = "rejected"
+# The headers that name a message, in the order they are asked (lower-case).
+ID_HEADERS = ("message-id", "idempotency-key")
 # An id header in this form is the id as it is (lower-cased): `uuid.UUID` would give the
 # same 128 bits. Every other form (braces, "urn:uuid:", no hyphens, ...) is parsed by it.
 _CANONICAL = re.compile(
@@ -40,6 +42,15 @@ def _decode(value: bytes | str | None) -> str:
     if isinstance(value, str):
         return value
     return value.decode("utf-8", "replace")
+
+
+def _id_header(headers: dict[str, str]) -> tuple[str, str] | None:
+    """The first of ID_HEADERS with a value: (name, value)."""
+    for name in ID_HEADERS:
+        raw = headers.get(name)
+        if raw:
+            return name, raw
+    return None
 
 
 def message_uuid(
@@ -56,13 +67,13 @@ def message_uuid(
     replay) gets the same id, while a different message at the same offset (a topic deleted
     and recreated starts again at 0) does not, so it is stored instead of being dropped as
     a duplicate of the old one."""
-    for name in ("message-id", "idempotency-key"):
-        raw = headers.get(name)
-        if raw:
-            try:
-                return uuid.UUID(raw)
-            except ValueError:
-                return uuid.uuid5(INBOX_NAMESPACE, f"{name}:{raw}")
+    found = _id_header(headers)
+    if found is not None:
+        name, raw = found
+        try:
+            return uuid.UUID(raw)
+        except ValueError:
+            return uuid.uuid5(INBOX_NAMESPACE, f"{name}:{raw}")
     timestamp, key, value = content
     digest = hashlib.sha256()
     for part in (key, value):
@@ -100,28 +111,13 @@ def unstorable_row(row: dict[str, Any], error: BaseException) -> dict[str, Any]:
     }
 
 
-def _message_id(id_sources: dict[str, str], message: Message, raw_key: Any, value: Any) -> str:
-    """The row's id as canonical text (see the module docstring)."""
-    for name in ("message-id", "idempotency-key"):  # message_uuid's order
-        raw = id_sources.get(name)
-        if raw:
-            if _CANONICAL(raw):
-                return raw.lower()
-            break
-    _kind, timestamp = message.timestamp()
-    return str(
-        message_uuid(
-            id_sources,
-            message.topic() or "",
-            message.partition() or 0,
-            message.offset() or 0,
-            (
-                timestamp,
-                raw_key if isinstance(raw_key, bytes) else None,
-                value if isinstance(value, bytes) else None,
-            ),
-        )
-    )
+def _canonical_id(id_sources: dict[str, str]) -> str | None:
+    """The id header `message_uuid` would read, as lower-case text, when it is already in
+    canonical form (see the module docstring); None: `message_uuid` names the message."""
+    found = _id_header(id_sources)
+    if found is not None and _CANONICAL(found[1]):
+        return found[1].lower()
+    return None
 
 
 def message_row(box: Box, message: Message) -> dict[str, Any]:
@@ -144,7 +140,7 @@ def message_row(box: Box, message: Message) -> dict[str, Any]:
         key = _clean(str(name).lower())
         # A repeated header keeps its first value, as most Kafka clients read it.
         headers.setdefault(key, _clean(_decode(value)))
-        if key in ("message-id", "idempotency-key") and key not in id_sources:
+        if key in ID_HEADERS and key not in id_sources:
             # Ids come from the exact bytes: two different undecodable ids must not collide.
             id_sources[key] = _exact(value)
     reasons = []
@@ -175,8 +171,24 @@ def message_row(box: Box, message: Message) -> dict[str, Any]:
     event_name = (headers.get("event-name") or config.default_event_name)[:255]
     if reasons:
         headers[REJECTED_HEADER] = "; ".join(reasons)
+    message_id = _canonical_id(id_sources)
+    if message_id is None:
+        _kind, timestamp = message.timestamp()
+        message_id = str(
+            message_uuid(
+                id_sources,
+                topic,
+                partition,
+                offset,
+                (
+                    timestamp,
+                    raw_key if isinstance(raw_key, bytes) else None,
+                    value if isinstance(value, bytes) else None,
+                ),
+            )
+        )
     return {
-        "uuid": _message_id(id_sources, message, raw_key, value),
+        "uuid": message_id,
         "event_name": event_name,
         "event_key": event_key,
         "bucket": box.bucket_for(event_key),
