@@ -9,14 +9,16 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from {{ cookiecutter.package_name }}.container import Container
-from outbox_engine.transports.base import ItemRecord, PermanentFailure
+from outbox_engine.relay.readiness import checked_topic, uses_kafka
+from outbox_engine.transports.base import ItemRecord, PermanentFailure, TransportUnavailable
 from outbox_engine.transports.builtin import KafkaTransport
 from outbox_engine.transports.kafka import KafkaProducer
 from outbox_engine.transports.kafka_logs import LIBRDKAFKA_LOGGER, REPEATS
 
-from ..support import read_topic
+from ..support import OUTBOX_BOX, RecordingTransport, make_registry, read_topic, transport
 
 
 def _item(n: int, key: str, created_at: datetime) -> ItemRecord:
@@ -98,3 +100,48 @@ async def test_librdkafka_lines_go_through_python_logging_summarised(
     assert summaries[0].__dict__["repeated"] >= 5
     warnings = [r for r in caplog.records if r.name == "outbox_engine.transports.kafka"]
     assert len(warnings) <= 6, [r.getMessage() for r in warnings]
+
+
+async def test_the_kafka_check_asks_for_one_topic(container: Container, topic: str) -> None:
+    """The worker's readiness check names the first Kafka transport's topic (the whole
+    cluster's metadata costs CPU in proportion to its topics, every few seconds); a topic
+    that does not exist yet still counts as Kafka answering (where the cluster creates
+    topics on first use, asking creates it, as the first delivery would). A cluster that
+    does not answer is reported within the check's time limit."""
+    registry = make_registry(
+        outbox={
+            "transports": [
+                transport(RecordingTransport, name="first"),
+                transport(KafkaTransport, topic=topic),
+                transport(KafkaTransport, topic=f"{topic}-second"),
+            ]
+        }
+    )
+    boxes = [registry.get(name) for name in registry.names()]
+    assert checked_topic(boxes) == topic
+    assert uses_kafka(boxes)
+    # Inbox boxes and other transports do not count.
+    no_kafka = make_registry(outbox={"transports": [transport(RecordingTransport, name="x")]})
+    assert checked_topic([no_kafka.get(OUTBOX_BOX)]) is None
+    assert not uses_kafka([no_kafka.get(name) for name in no_kafka.names()])
+
+    config = container.settings().kafka_config()
+    producer = KafkaProducer(config)
+    producer.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": config["bootstrap.servers"]})
+        assert topic not in admin.list_topics(timeout=10).topics
+        await producer.check(wait_seconds=5.0, topic=topic)
+        await producer.check(wait_seconds=5.0, topic=None)
+    finally:
+        await producer.close()
+
+    closed = KafkaProducer({**config, "bootstrap.servers": "127.0.0.1:9"})
+    closed.start()
+    try:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(TransportUnavailable):
+            await closed.check(wait_seconds=1.0, topic=topic)
+        assert asyncio.get_running_loop().time() - started < 5.0
+    finally:
+        await closed.close(wait_seconds=1.0)

@@ -2,7 +2,8 @@
 
 A worker is ready when its lock connection to PostgreSQL is up (the rebalance loop in
 relay/worker.py reports it) and, if a box relays to Kafka, Kafka answers a metadata request
-(checked here every `kafka_check_interval`). "worker ready" is logged once, the first time
+for the first Kafka transport's topic (checked here every `kafka_check_interval`; not the
+whole cluster's metadata, which costs CPU in proportion to its topics). "worker ready" is logged once, the first time
 both answer; an outage is logged when it starts and when it ends, never per check, so a
 long outage does not flood the log. The startup helpers (`uses_kafka`, `describe_dsn`,
 `kafka_timeout_warnings`) say what the worker will wait for and warn about settings that
@@ -61,12 +62,21 @@ def describe_dsn(dsn: str) -> str:
 
 def uses_kafka(boxes: Iterable[Box]) -> bool:
     """Whether any outbox box relays to Kafka (then Kafka is part of readiness)."""
-    return any(
-        isinstance(b.transport, KafkaTransport)
-        for box in boxes
-        if box.kind == "outbox"
-        for b in box.transports
-    )
+    return checked_topic(boxes) is not None
+
+
+def checked_topic(boxes: Iterable[Box]) -> str | None:
+    """The topic whose metadata the Kafka check asks for: the first Kafka transport's own,
+    one the worker produces to (where the cluster creates topics on first use, the first
+    check creates it, as the first delivery would); None when no outbox box relays to
+    Kafka."""
+    for box in boxes:
+        if box.kind != "outbox":
+            continue
+        for binding in box.transports:
+            if isinstance(binding.transport, KafkaTransport):
+                return binding.transport.topic
+    return None
 
 
 class WorkerHealth:
@@ -91,7 +101,8 @@ class WorkerHealth:
         # What keeps the worker from being ready (None: fine). Kafka counts only when a box
         # relays to it; its first check ends before `ready` is first set.
         self.db_problem: str | None = "not connected yet"
-        self.uses_kafka = uses_kafka(boxes)
+        self.kafka_topic = checked_topic(boxes)
+        self.uses_kafka = self.kafka_topic is not None
         self.kafka_problem: str | None = "not checked yet" if self.uses_kafka else None
         self.kafka_check_interval = kafka_check_interval
         self.kafka_checked = asyncio.Event()
@@ -115,7 +126,7 @@ class WorkerHealth:
         while not pacer.stopped:
             try:
                 producer.start()
-                await producer.check(wait_seconds=3.0)
+                await producer.check(wait_seconds=3.0, topic=self.kafka_topic)
                 if self.kafka_problem is not None and self.kafka_checked.is_set():
                     log.info("Kafka reachable again")
                 self.kafka_problem = None
