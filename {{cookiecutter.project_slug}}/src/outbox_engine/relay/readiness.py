@@ -3,9 +3,9 @@
 A worker is ready when its lock connection to PostgreSQL is up (the rebalance loop in
 relay/worker.py reports it) and, if a box relays to Kafka, Kafka answers a metadata request
 for the first Kafka transport's topic (checked here every `kafka_check_interval`; not the
-whole cluster's metadata, which costs CPU in proportion to its topics). "worker ready" is logged once, the first time
-both answer; an outage is logged when it starts and when it ends, never per check, so a
-long outage does not flood the log. The startup helpers (`uses_kafka`, `describe_dsn`,
+whole cluster's metadata, which costs CPU in proportion to its topics). "worker ready" is
+logged once, the first time both answer; an outage is logged when it starts and when it
+ends, never per check, so a long outage does not flood the log. The startup helpers (`uses_kafka`, `describe_dsn`,
 `kafka_timeout_warnings`) say what the worker will wait for and warn about settings that
 would turn a Kafka outage into consumed retries.
 """

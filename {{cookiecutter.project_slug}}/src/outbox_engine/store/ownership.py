@@ -59,7 +59,7 @@ WHERE locktype = 'advisory' AND granted AND objsubid = 2
 # Per box namespace in $1, one row: how many workers hold its member lock (this one
 # included) and which buckets other sessions hold. The rebalance tick runs it every second
 # for all boxes: one row a box rather than one a lock (10 boxes of 64 buckets were 650 rows
-# a tick, sorted out in Python, a third of an idle worker's CPU).
+# a tick, sorted out in Python: about 40% of an idle worker's CPU).
 LOCK_SUMMARY_SQL = f"""
 SELECT classid::bigint AS ns,
        count(*) FILTER (WHERE objid::bigint >= {MEMBER_BASE}) AS members,

