@@ -5,9 +5,9 @@ relay/worker.py reports it) and, if a box relays to Kafka, Kafka answers a metad
 for the first Kafka transport's topic (checked here every `kafka_check_interval`; not the
 whole cluster's metadata, which costs CPU in proportion to its topics). "worker ready" is
 logged once, the first time both answer; an outage is logged when it starts and when it
-ends, never per check, so a long outage does not flood the log. The startup helpers (`uses_kafka`, `describe_dsn`,
-`kafka_timeout_warnings`) say what the worker will wait for and warn about settings that
-would turn a Kafka outage into consumed retries.
+ends, never per check, so a long outage does not flood the log. The startup helpers
+(`checked_topic`, `describe_dsn`, `kafka_timeout_warnings`) say what the worker will wait
+for and warn about settings that would turn a Kafka outage into consumed retries.
 """
 
 from __future__ import annotations
@@ -60,16 +60,11 @@ def describe_dsn(dsn: str) -> str:
         return "the configured database"
 
 
-def uses_kafka(boxes: Iterable[Box]) -> bool:
-    """Whether any outbox box relays to Kafka (then Kafka is part of readiness)."""
-    return checked_topic(boxes) is not None
-
-
 def checked_topic(boxes: Iterable[Box]) -> str | None:
     """The topic whose metadata the Kafka check asks for: the first Kafka transport's own,
     one the worker produces to (where the cluster creates topics on first use, the first
     check creates it, as the first delivery would); None when no outbox box relays to
-    Kafka."""
+    Kafka (then Kafka is not part of readiness)."""
     for box in boxes:
         if box.kind != "outbox":
             continue

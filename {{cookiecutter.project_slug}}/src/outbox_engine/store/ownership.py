@@ -47,15 +47,16 @@ MAX_MEMBERS = 4096
 # A statement on the lock connection that takes longer means the connection is not usable.
 LOCK_STATEMENT_TIMEOUT = 10.0
 
-# The granted bucket and member locks of the boxes whose namespaces are in $1, one row a
-# lock (a joining worker reads which member slots are taken).
-ALL_LOCKS_SQL = """
-SELECT classid::bigint AS ns, objid::bigint AS key2, pid = pg_backend_pid() AS mine
+# The granted two-key advisory locks (bucket and member locks) of this database whose
+# namespaces are in $1.
+_GRANTED_LOCKS = """
 FROM pg_locks
 WHERE locktype = 'advisory' AND granted AND objsubid = 2
   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND classid = ANY($1::bigint[]::oid[])
 """
+# One row a lock (a joining worker reads which member slots are taken).
+ALL_LOCKS_SQL = f"SELECT classid::bigint AS ns, objid::bigint AS key2 {_GRANTED_LOCKS}"
 # Per box namespace in $1, one row: how many workers hold its member lock (this one
 # included) and which buckets other sessions hold. The rebalance tick runs it every second
 # for all boxes: one row a box rather than one a lock (10 boxes of 64 buckets were 650 rows
@@ -68,10 +69,7 @@ SELECT classid::bigint AS ns,
                FILTER (WHERE objid::bigint < {MEMBER_BASE} AND pid <> pg_backend_pid()),
            ARRAY[]::bigint[]
        ) AS elsewhere
-FROM pg_locks
-WHERE locktype = 'advisory' AND granted AND objsubid = 2
-  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND classid = ANY($1::bigint[]::oid[])
+{_GRANTED_LOCKS}
 GROUP BY classid
 """
 
