@@ -25,11 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -45,15 +42,6 @@ from outbox_engine.transports.kafka import describe
 from outbox_engine.transports.kafka_logs import REPEATS, client_config, log_client_error
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-# Threads of one consumer's own for its blocking Kafka calls: the fetch (always in flight),
-# the Kafka check, the lag report and the start-up retention check can all wait at once.
-# (They ran on the event loop's default executor, min(32, CPUs + 4) threads for the whole
-# process: on two cores a process of seven or more inbox boxes had fewer threads than
-# fetches, so a box's fetch, and every check, queued behind the others' one-second polls.)
-KAFKA_THREADS = 4
 
 # Kept importable from here, where they were defined before the split (the relay reads
 # the rejected header's name; the service and tests the readiness answer and the id space).
@@ -118,7 +106,6 @@ class InboxConsumer:
         self._stopping = asyncio.Event()
         self._consumer: Consumer | None = None
         self._connections = DriverConnections(engine, keep=True)
-        self._threads: ThreadPoolExecutor | None = None  # while run() runs
         self.writer = BatchWriter(box, self._connections, self.observer, self.health)
 
     def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
@@ -194,15 +181,8 @@ class InboxConsumer:
             if kafka_check is not None:  # the consumer must not close under it
                 await asyncio.gather(kafka_check, return_exceptions=True)
 
-    def _off_loop(self, call: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-        """`call(*args)` on one of this consumer's threads (KAFKA_THREADS)."""
-        if self._threads is None:
-            raise RuntimeError(f"inbox {self.box.name}: the consumer is not running")
-        loop = asyncio.get_running_loop()
-        return loop.run_in_executor(self._threads, functools.partial(call, *args))
-
     async def _check_kafka(self, consumer: Consumer) -> None:
-        await self._off_loop(self.health.check_kafka, consumer, self._checked_topic)
+        await asyncio.to_thread(self.health.check_kafka, consumer, self._checked_topic)
         self.health.update_ready()
 
     def stop(self) -> None:
@@ -211,12 +191,10 @@ class InboxConsumer:
     async def run(self) -> None:
         consumer = Consumer(client_config(self.kafka_config))
         self._consumer = consumer
-        threads = ThreadPoolExecutor(KAFKA_THREADS, thread_name_prefix=f"inbox-{self.box.name}")
-        self._threads = threads
         topics = list(self.box.inbox_config.topics)
         consumer.subscribe(topics)
         # Not awaited: a slow or absent broker must not hold up consuming.
-        window = self._off_loop(check_window, self.box, self.kafka_config)
+        window = asyncio.ensure_future(asyncio.to_thread(check_window, self.box, self.kafka_config))
         log.info(
             "inbox %s: starting: consuming %s as group %s; waiting for Kafka at %s and PostgreSQL",
             self.box.name,
@@ -230,7 +208,7 @@ class InboxConsumer:
         size = self.box.inbox_config.consume_batch_size
 
         def fetch() -> asyncio.Future[list[Message]]:
-            return self._off_loop(take, consumer, size, self.poll_timeout)
+            return asyncio.ensure_future(asyncio.to_thread(take, consumer, size, self.poll_timeout))
 
         fetching = fetch()
         try:
@@ -248,7 +226,7 @@ class InboxConsumer:
                     await self.flush()  # idle: finish the last write (and raise its error)
                 if loop.time() >= next_lag:
                     next_lag = loop.time() + self.lag_interval
-                    await self._off_loop(self._report_lag, consumer)
+                    await asyncio.to_thread(self._report_lag, consumer)
         finally:
             # Fetched, never stored nor acknowledged: the group's next owner reads it.
             health.cancel()
@@ -257,9 +235,7 @@ class InboxConsumer:
                 await self.flush()
             finally:
                 self.writer.close()
-                await self._off_loop(consumer.close)
-                self._threads = None
-                threads.shutdown(wait=False)
+                await asyncio.to_thread(consumer.close)
             await self._connections.close()
             self._consumer = None
             REPEATS.flush()
