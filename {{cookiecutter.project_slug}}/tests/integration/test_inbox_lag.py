@@ -15,6 +15,8 @@ from {{ cookiecutter.package_name }}.container import Container
 from outbox_engine.inbox.consumer import InboxConsumer, partition_lag
 from outbox_engine.store.pgconn import DriverConnections
 
+from ..support import wait_for
+
 # Messages written per partition.
 WRITTEN = {0: 10, 1: 4, 2: 0}
 COMMITTED_P0 = 3  # the offset committed on partition 0 (nothing on 1 and 2)
@@ -129,10 +131,11 @@ async def test_kafka_is_asked_every_kafka_check_interval_and_the_database_every_
         # a database check holds up the loop on a loaded machine) still starts, once.
         changed_at = calls["kafka"]
         consumer.kafka_check_interval = 3600.0
-        for _ in range(200):
-            if calls["kafka"] > changed_at:
-                break
-            await asyncio.sleep(0.05)
+
+        async def due_check_started() -> bool:
+            return calls["kafka"] > changed_at
+
+        await wait_for(due_check_started, within=10)
         assert calls["kafka"] == changed_at + 1, calls
         quiet = await settled()
         await asyncio.sleep(2.0)
