@@ -1,10 +1,11 @@
 """The inbox consumer's offset commits (inbox/commits.py) on a real Kafka.
 
 confluent-kafka's `commit()` does not return while another thread of the consumer is in
-`consume()`. The consumer fetches the next batch on a thread while it stores one, so a
-commit made on the event loop held the loop until that fetch gave up (`poll_timeout`)
-whenever the input ran dry: these tests store a message while the fetch waits on an empty
-topic and measure the loop, and check that commits handed over in order land in order.
+`consume()`. The consumer fetches the next batch while it stores one, so a commit made on
+the event loop held the loop until that fetch gave up (`poll_timeout`) whenever the input
+ran dry: these tests store a message while the fetch waits on an empty topic and measure
+the loop, and check that commits handed over in order land in order (on the consumer's
+Kafka thread, behind the fetch).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from {{ cookiecutter.package_name }}.container import Container
 from outbox_engine.inbox.commits import OffsetCommits
 from outbox_engine.inbox.consumer import InboxConsumer
+from outbox_engine.inbox.kafka_thread import ConsumerThread
 
 from ..support import INBOX_BOX, make_registry, wait_for
 from .test_inbox import stored
@@ -95,7 +97,8 @@ async def test_commits_are_sent_in_the_order_given(container: Container, topic: 
     group = f"test-commits-{uuid.uuid4().hex[:8]}"
     consumer = Consumer({**kafka, "group.id": group, "enable.auto.commit": False})
     errors: list[object] = []
-    commits = OffsetCommits("test", lambda error, _offsets: errors.append(error))
+    thread = ConsumerThread("test")
+    commits = OffsetCommits(thread, lambda error, _offsets: errors.append(error))
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         assert len(await asyncio.to_thread(consumer.consume, 10, 10.0)) > 0
@@ -118,5 +121,5 @@ async def test_commits_are_sent_in_the_order_given(container: Container, topic: 
         await wait_for(last_is_committed, within=15, interval=0.2)
         assert max(seen) == 50
     finally:
-        commits.close()
+        thread.close()
         consumer.close()

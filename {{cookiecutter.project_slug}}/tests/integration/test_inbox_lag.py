@@ -92,13 +92,15 @@ async def test_kafka_is_asked_every_kafka_check_interval_and_the_database_every_
         kafka_check_interval=2.0,
     )
     calls = {"kafka": 0, "database": 0, "kafka in flight": 0}
-    check_kafka, check_database = consumer.health.check_kafka, consumer.health.check_database
+    check_kafka, check_database = consumer._check_kafka, consumer.health.check_database
 
-    def counted_kafka(consumer: Consumer, topic: str | None = None) -> None:
-        calls["kafka"] += 1  # counted when it starts
+    async def counted_kafka(client: Consumer) -> None:
+        # Counted when handed to the consumer's Kafka thread (it starts there once the
+        # fetch in flight returns), in flight until it has run.
+        calls["kafka"] += 1
         calls["kafka in flight"] += 1
         try:
-            check_kafka(consumer, topic)
+            await check_kafka(client)
         finally:
             calls["kafka in flight"] -= 1
 
@@ -107,14 +109,14 @@ async def test_kafka_is_asked_every_kafka_check_interval_and_the_database_every_
         await check_database(connections)
 
     async def settled() -> int:
-        """The Kafka checks started so far, once none is in flight."""
+        """The Kafka checks handed over so far, once none is in flight."""
         for _ in range(200):
             if not calls["kafka in flight"]:
                 return calls["kafka"]
             await asyncio.sleep(0.05)
         raise AssertionError(f"a Kafka check took more than 10 s: {calls}")
 
-    consumer.health.check_kafka = counted_kafka  # type: ignore[method-assign]
+    consumer._check_kafka = counted_kafka  # type: ignore[method-assign,assignment]
     consumer.health.check_database = counted_database  # type: ignore[method-assign]
     task = asyncio.create_task(consumer.run())
     try:
@@ -126,16 +128,16 @@ async def test_kafka_is_asked_every_kafka_check_interval_and_the_database_every_
         # consumer's fetch can take seconds) and the database every 0.2 s, not held up by it.
         assert 1 <= kafka <= 4, calls
         assert 12 <= database <= 30, calls
-        # Kafka answers: with a long interval, no check starts once the due one has run.
-        # The check already scheduled (due at most 2 s after the last start, later when
-        # a database check holds up the loop on a loaded machine) still starts, once.
+        # Kafka answers: with a long interval, no check is handed over once the due one
+        # has been. The check already scheduled (due at most 2 s after the last one, later
+        # when a database check holds up the loop on a loaded machine) still is, once.
         changed_at = calls["kafka"]
         consumer.kafka_check_interval = 3600.0
 
-        async def due_check_started() -> bool:
+        async def due_check_handed_over() -> bool:
             return calls["kafka"] > changed_at
 
-        await wait_for(due_check_started, within=10)
+        await wait_for(due_check_handed_over, within=10)
         assert calls["kafka"] == changed_at + 1, calls
         quiet = await settled()
         await asyncio.sleep(2.0)

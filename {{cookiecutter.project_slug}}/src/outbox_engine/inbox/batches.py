@@ -5,8 +5,8 @@ committed, so nothing is acknowledged before it is stored; a crash in between me
 redelivers and the unique uuid absorbs the duplicates. While a batch is written the next
 one is turned into rows and encoded (`store` starts the write and yields, and yields while
 it builds rows, so the write's reply is handled at once); the next write starts once the
-previous one is stored, its offset commit sent on a thread of its own (inbox/commits.py:
-a commit waits for the fetch in flight); `flush` waits for both. A batch
+previous one is stored, its offset commit handed to the consumer's Kafka thread
+(inbox/commits.py: a commit waits for the fetch in flight); `flush` waits for both. A batch
 the database is unavailable for is retried whole, unacknowledged, until it stores
 (readiness says why meanwhile); a batch whose data is refused (SQLSTATE 22, 23, 54) is
 stored row by row, a refused row reduced to an "unstorable" one. The insert judges the
@@ -26,6 +26,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from outbox_engine.config.registry import Box
 from outbox_engine.inbox.clash import ClashCheck
 from outbox_engine.inbox.commits import OffsetCommits
+from outbox_engine.inbox.kafka_thread import ConsumerThread
 from outbox_engine.inbox.readiness import ConsumerHealth
 from outbox_engine.inbox.rows import REJECTED_HEADER, message_row, unstorable_row
 from outbox_engine.observability.observer import Observer
@@ -51,6 +52,7 @@ class BatchWriter:
         connections: DriverConnections,
         observer: Observer,
         health: ConsumerHealth,
+        thread: ConsumerThread,
     ) -> None:
         self.box = box
         self.observer = observer
@@ -59,7 +61,7 @@ class BatchWriter:
         self._statements = InboxStatements(box.table_name, box.channel, REJECTED_HEADER)
         self._clashes = ClashCheck(self._statements, REJECTED_HEADER)
         self._writing: asyncio.Task[None] | None = None
-        self._commits = OffsetCommits(box.name, self.on_commit)
+        self._commits = OffsetCommits(thread, self.on_commit)
         self.stored = 0
         self.received = 0
         # Messages whose id was taken by a different payload (stored as rejected rows).
@@ -182,10 +184,6 @@ class BatchWriter:
         (the commit sent; the broker confirms it through `on_commit`)."""
         await self._written()
         await self._commits.drain()
-
-    def close(self) -> None:
-        """No more batches (after `flush`)."""
-        self._commits.close()
 
     async def _write(
         self,

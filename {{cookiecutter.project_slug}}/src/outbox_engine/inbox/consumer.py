@@ -17,8 +17,10 @@ Messages that cannot be processed (oversized, no value, bad key) are stored too,
 reason in the `rejected` header (inbox/rows.py), and fail in processing: never dropped,
 never blocking. Readiness (inbox/readiness.py) is honest: it holds only while Kafka and
 PostgreSQL answer and the poll loop turns. librdkafka's lines and the client's errors go
-through Python logging, repeats summarised (kafka_logs.py). A consumer process runs one
-consumer per inbox box (inbox/app.py).
+through Python logging, repeats summarised (kafka_logs.py). Every call on the Kafka client
+(fetch, commits, checks, lag, close) runs on the consumer's one thread
+(inbox/kafka_thread.py says why). A consumer process runs one consumer per inbox box
+(inbox/app.py).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from outbox_engine.config.registry import Box
 from outbox_engine.inbox.batches import BatchWriter
+from outbox_engine.inbox.kafka_thread import ConsumerThread
 from outbox_engine.inbox.readiness import ConsumerHealth, consumers_readiness
 from outbox_engine.inbox.rows import INBOX_NAMESPACE, REJECTED_HEADER
 from outbox_engine.inbox.window import check_window
@@ -106,7 +109,8 @@ class InboxConsumer:
         self._stopping = asyncio.Event()
         self._consumer: Consumer | None = None
         self._connections = DriverConnections(engine, keep=True)
-        self.writer = BatchWriter(box, self._connections, self.observer, self.health)
+        self._thread = ConsumerThread(box.name)
+        self.writer = BatchWriter(box, self._connections, self.observer, self.health, self._thread)
 
     def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
         self.writer.on_commit(error, partitions)
@@ -158,8 +162,9 @@ class InboxConsumer:
 
     async def _health_loop(self, consumer: Consumer) -> None:
         """PostgreSQL every `health_interval`; Kafka every `kafka_check_interval` while it
-        answers and every `health_interval` while it does not, on a thread of its own so
-        that a slow answer does not hold up the database checks. An outage does not wait
+        answers and every `health_interval` while it does not, on the consumer's Kafka thread
+        (behind the fetch in flight) and not awaited, so that a slow answer does not hold
+        up the database checks. An outage does not wait
         for the next check: librdkafka's "all brokers down" error sets the problem at once
         (`_on_error`). Each Kafka check is a request queued behind the consumer's long-poll
         fetch, and asking every 5 s was most of an idle consumer's CPU."""
@@ -182,7 +187,7 @@ class InboxConsumer:
                 await asyncio.gather(kafka_check, return_exceptions=True)
 
     async def _check_kafka(self, consumer: Consumer) -> None:
-        await asyncio.to_thread(self.health.check_kafka, consumer, self._checked_topic)
+        await self._thread.call(self.health.check_kafka, consumer, self._checked_topic)
         self.health.update_ready()
 
     def stop(self) -> None:
@@ -208,7 +213,7 @@ class InboxConsumer:
         size = self.box.inbox_config.consume_batch_size
 
         def fetch() -> asyncio.Future[list[Message]]:
-            return asyncio.ensure_future(asyncio.to_thread(take, consumer, size, self.poll_timeout))
+            return self._thread.call(take, consumer, size, self.poll_timeout)
 
         fetching = fetch()
         try:
@@ -226,7 +231,7 @@ class InboxConsumer:
                     await self.flush()  # idle: finish the last write (and raise its error)
                 if loop.time() >= next_lag:
                     next_lag = loop.time() + self.lag_interval
-                    await asyncio.to_thread(self._report_lag, consumer)
+                    await self._thread.call(self._report_lag, consumer)
         finally:
             # Fetched, never stored nor acknowledged: the group's next owner reads it.
             health.cancel()
@@ -234,8 +239,10 @@ class InboxConsumer:
             try:
                 await self.flush()
             finally:
-                self.writer.close()
-                await asyncio.to_thread(consumer.close)
+                try:
+                    await self._thread.call(consumer.close)
+                finally:
+                    self._thread.close()
             await self._connections.close()
             self._consumer = None
             REPEATS.flush()
