@@ -162,12 +162,12 @@ class InboxConsumer:
 
     async def _health_loop(self, consumer: Consumer) -> None:
         """PostgreSQL every `health_interval`; Kafka every `kafka_check_interval` while it
-        answers and every `health_interval` while it does not, on the consumer's Kafka thread
-        (behind the fetch in flight) and not awaited, so that a slow answer does not hold
-        up the database checks. An outage does not wait
-        for the next check: librdkafka's "all brokers down" error sets the problem at once
-        (`_on_error`). Each Kafka check is a request queued behind the consumer's long-poll
-        fetch, and asking every 5 s was most of an idle consumer's CPU."""
+        answers and every `health_interval` while it does not, on the consumer's Kafka
+        thread (behind the fetch in flight) and not awaited, so that a slow answer does not
+        hold up the database checks. An outage does not wait for the next check:
+        librdkafka's "all brokers down" error sets the problem at once (`_on_error`). Each
+        Kafka check is a request queued behind the consumer's long-poll fetch, and asking
+        every 5 s was most of an idle consumer's CPU."""
         loop = asyncio.get_running_loop()
         next_kafka = 0.0
         kafka_check: asyncio.Future[None] | None = None

@@ -1,7 +1,7 @@
 """The inbox consumer's readiness: honest about what answers.
 
 Every `health_interval` the consumer asks PostgreSQL for `SELECT 1` (5 s at most), and
-Kafka for the metadata of its first topic (on a thread, 3 s at most; of every topic when it
+Kafka for the metadata of its first topic (on its Kafka thread, 3 s at most; of every topic when it
 subscribes by pattern only: the whole cluster's metadata is what a big cluster must not be
 asked for by each consumer every few seconds) every `kafka_check_interval` while Kafka
 answers and every `health_interval` while it does not. `readiness()` (and the `ready` event)
@@ -64,8 +64,8 @@ class ConsumerHealth:
             self.ready.clear()
 
     def check_kafka(self, consumer: Consumer, topic: str | None = None) -> None:
-        """Runs on a thread: `topic`'s metadata (None: every topic's) within 3 s, or the
-        reason."""
+        """Runs on the consumer's Kafka thread (inbox/kafka_thread.py): `topic`'s metadata
+        (None: every topic's) within 3 s, or the reason."""
         try:
             consumer.list_topics(topic, timeout=3.0)
         except KafkaException as exc:
