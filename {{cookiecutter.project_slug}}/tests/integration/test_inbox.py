@@ -3,32 +3,33 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import threading
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
+from typing import Any
 
-import pytest
-from confluent_kafka import Consumer, Message
 from sqlalchemy import select
 
 from {{ cookiecutter.package_name }}.container import Container
 from outbox_engine.config.registry import Box
-from outbox_engine.inbox import consumer as consumer_module
 from outbox_engine.inbox.consumer import INBOX_NAMESPACE, InboxConsumer
 
 from ..support import INBOX_BOX, InboxItem, make_registry, produce, wait_for
 
 
 @asynccontextmanager
-async def running_consumer(container: Container, box: Box) -> AsyncIterator[InboxConsumer]:
+async def running_consumer(
+    container: Container, box: Box, **options: Any
+) -> AsyncIterator[InboxConsumer]:
+    """A consumer of `box` in a group of its own, running until the block ends (`options`:
+    InboxConsumer's intervals and timeouts)."""
     consumer = InboxConsumer(
         box,
         container.engine(),
         container.settings().kafka_config(),
         f"test-{uuid.uuid4().hex[:8]}",
         observer=container.observer(),
+        **options,
     )
     task = asyncio.create_task(consumer.run())
     try:
@@ -152,58 +153,3 @@ async def test_a_restarted_consumer_does_not_store_twice(
         await asyncio.wait_for(task, 30)
     assert len(await stored(container)) == 50
     assert consumer.stored == 0
-
-
-async def test_every_consumer_keeps_a_fetch_waiting_however_many_share_the_process(
-    container: Container, env_topics: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Two more consumers than the event loop's default executor has threads
-    (min(32, CPUs + 4)), each its own group on one topic: every one has its fetch waiting
-    on Kafka at the same time (each on its own Kafka thread, inbox/kafka_thread.py), each
-    reads the one message once, and it is stored once. (On the default executor the
-    fetches queued: never more in flight than its threads.)"""
-    box = make_registry().get(INBOX_BOX)
-    topic = box.inbox_config.topics[0]
-    count = min(32, (os.cpu_count() or 1) + 4) + 2
-    produce(
-        container.settings().kafka_bootstrap_servers,
-        topic,
-        [("1", b"{}", [("message-id", str(uuid.uuid4()).encode())])],
-    )
-    lock = threading.Lock()
-    waiting = {"now": 0, "most": 0}
-    real_take = consumer_module.take
-
-    def counted_take(consumer: Consumer, size: int, timeout: float) -> list[Message]:
-        with lock:
-            waiting["now"] += 1
-            waiting["most"] = max(waiting["most"], waiting["now"])
-        try:
-            return real_take(consumer, size, timeout)
-        finally:
-            with lock:
-                waiting["now"] -= 1
-
-    monkeypatch.setattr(consumer_module, "take", counted_take)
-
-    async def all_waiting() -> bool:
-        return waiting["most"] == count
-
-    async with AsyncExitStack() as stack:
-        consumers = [
-            await stack.enter_async_context(running_consumer(container, box)) for _ in range(count)
-        ]
-        await wait_for(lambda: _count(container, 1), within=60)
-        for consumer in consumers:
-            await wait_for(lambda c=consumer: _received(c, 1), within=60)  # type: ignore[misc]
-        await wait_for(all_waiting, within=30)
-        for consumer in consumers:  # its checks of Kafka and PostgreSQL ran too
-            await asyncio.wait_for(consumer.ready.wait(), 30)
-    assert waiting == {"now": 0, "most": count}
-    assert [c.received for c in consumers] == [1] * count
-    assert sum(c.stored for c in consumers) == 1
-    assert len(await stored(container)) == 1
-
-
-async def _received(consumer: InboxConsumer, expected: int) -> bool:
-    return consumer.received == expected

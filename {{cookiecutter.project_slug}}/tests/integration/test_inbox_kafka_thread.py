@@ -1,25 +1,28 @@
 """Every call on the inbox consumer's Kafka client runs on its one thread, never two at once
 (inbox/kafka_thread.py says why: a call from a second thread while `consume()` waits blocks
 and burns CPU). The consumer runs on a real Kafka and PostgreSQL with its checks and lag
-report due many times a second, its client watched call by call."""
+report due many times a second, its client watched call by call; and more consumers in one
+process than the event loop's default executor has threads each keep a fetch waiting."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import uuid
 from collections import Counter
+from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Message
 
 from {{ cookiecutter.package_name }}.container import Container
 from outbox_engine.inbox import consumer as consumer_module
 from outbox_engine.inbox.consumer import InboxConsumer
 
 from ..support import INBOX_BOX, make_registry, produce, wait_for
-from .test_inbox import stored
+from .test_inbox import _count, running_consumer, stored
 
 WATCHED = (
     "consume",
@@ -55,48 +58,36 @@ class Watch:
                 self.in_flight -= 1
 
 
-WATCH = Watch()
+def watched_class(watch: Watch) -> type[Consumer]:
+    """A Consumer whose WATCHED calls all go through `watch`."""
 
+    def watched(name: str) -> Any:
+        real = getattr(Consumer, name)
 
-class WatchedConsumer(Consumer):
-    pass
+        def method(self: Consumer, *args: Any, **kwargs: Any) -> Any:
+            return watch.run(name, real, self, *args, **kwargs)
 
+        return method
 
-def _watched(name: str) -> Any:
-    real = getattr(Consumer, name)
-
-    def method(self: Consumer, *args: Any, **kwargs: Any) -> Any:
-        return WATCH.run(name, real, self, *args, **kwargs)
-
-    return method
-
-
-for _name in WATCHED:
-    setattr(WatchedConsumer, _name, _watched(_name))
+    return type("WatchedConsumer", (Consumer,), {name: watched(name) for name in WATCHED})
 
 
 async def test_fetch_commits_checks_lag_and_close_share_one_thread_one_call_at_a_time(
     container: Container, env_topics: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    global WATCH
-    WATCH = Watch()
-    monkeypatch.setattr(consumer_module, "Consumer", WatchedConsumer)
+    watch = Watch()
+    monkeypatch.setattr(consumer_module, "Consumer", watched_class(watch))
     box = make_registry().get(INBOX_BOX)
     topic = box.inbox_config.topics[0]
     bootstrap = container.settings().kafka_bootstrap_servers
-    consumer = InboxConsumer(
+    async with running_consumer(
+        container,
         box,
-        container.engine(),
-        container.settings().kafka_config(),
-        f"test-{uuid.uuid4().hex[:8]}",
         poll_timeout=0.3,
-        observer=container.observer(),
         lag_interval=0.2,
         health_interval=0.1,
         kafka_check_interval=0.2,
-    )
-    task = asyncio.create_task(consumer.run())
-    try:
+    ) as consumer:
         await asyncio.wait_for(consumer.ready.wait(), 60)
         for n in range(4):  # four batches apart: four commits, checks and lag between
             produce(
@@ -114,15 +105,67 @@ async def test_fetch_commits_checks_lag_and_close_share_one_thread_one_call_at_a
             await wait_for(stored_so_far, within=30)
             await consumer.flush()
             await asyncio.sleep(0.5)
-    finally:
-        consumer.stop()
-        await asyncio.wait_for(task, 30)
-    calls = WATCH.calls
+    calls = watch.calls
     assert len(await stored(container)) == 8
     assert calls["commit"] >= 4, calls
     assert calls["list_topics"] >= 3, calls  # the Kafka check
     assert calls["assignment"] >= 3, calls  # the lag report
     assert calls["close"] == 1, calls
-    assert WATCH.most_in_flight == 1, calls
-    assert len(WATCH.threads) == 1
-    assert threading.get_ident() not in WATCH.threads  # never the event loop's thread
+    assert watch.most_in_flight == 1, calls
+    assert len(watch.threads) == 1
+    assert threading.get_ident() not in watch.threads  # never the event loop's thread
+
+
+async def test_every_consumer_keeps_a_fetch_waiting_however_many_share_the_process(
+    container: Container, env_topics: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two more consumers than the event loop's default executor has threads
+    (min(32, CPUs + 4)), each its own group on one topic: every one has its fetch waiting
+    on Kafka at the same time (each on its own Kafka thread, inbox/kafka_thread.py), each
+    reads the one message once, and it is stored once. (On the default executor the
+    fetches queued: never more in flight than its threads.)"""
+    box = make_registry().get(INBOX_BOX)
+    topic = box.inbox_config.topics[0]
+    count = min(32, (os.cpu_count() or 1) + 4) + 2
+    produce(
+        container.settings().kafka_bootstrap_servers,
+        topic,
+        [("1", b"{}", [("message-id", str(uuid.uuid4()).encode())])],
+    )
+    lock = threading.Lock()
+    waiting = {"now": 0, "most": 0}
+    real_take = consumer_module.take
+
+    def counted_take(consumer: Consumer, size: int, timeout: float) -> list[Message]:
+        with lock:
+            waiting["now"] += 1
+            waiting["most"] = max(waiting["most"], waiting["now"])
+        try:
+            return real_take(consumer, size, timeout)
+        finally:
+            with lock:
+                waiting["now"] -= 1
+
+    monkeypatch.setattr(consumer_module, "take", counted_take)
+
+    async def all_waiting() -> bool:
+        return waiting["most"] == count
+
+    async with AsyncExitStack() as stack:
+        consumers = [
+            await stack.enter_async_context(running_consumer(container, box)) for _ in range(count)
+        ]
+        await wait_for(lambda: _count(container, 1), within=60)
+        for consumer in consumers:
+            await wait_for(lambda c=consumer: _received(c, 1), within=60)  # type: ignore[misc]
+        await wait_for(all_waiting, within=30)
+        for consumer in consumers:  # its checks of Kafka and PostgreSQL ran too
+            await asyncio.wait_for(consumer.ready.wait(), 30)
+    assert waiting == {"now": 0, "most": count}
+    assert [c.received for c in consumers] == [1] * count
+    assert sum(c.stored for c in consumers) == 1
+    assert len(await stored(container)) == 1
+
+
+async def _received(consumer: InboxConsumer, expected: int) -> bool:
+    return consumer.received == expected
