@@ -64,6 +64,18 @@ def _input_topic(ctx: Context, count: int) -> str:
     return ctx.memory_topic
 
 
+def _overall_peak(
+    hwm: tuple[float, float] | None, samples: list[tuple[float, float, int]]
+) -> float | None:
+    """VmHWM, or the highest sample if higher: the kernel's resident-set counters are
+    approximate (per-thread counts folded in lazily; memory released by madvise does not
+    update the high-water mark), so a sample can read a few pages above a later VmHWM."""
+    sampled = max((s[1] for s in samples), default=None)
+    if hwm is None:
+        return sampled
+    return hwm[1] if sampled is None else max(hwm[1], sampled)
+
+
 def _watch(
     child: procs.Child, progress: Any, total: int, timeout: float
 ) -> tuple[dict[str, Any], list[str]]:
@@ -95,7 +107,7 @@ def _watch(
     record = {
         "rss_mb_tenth": tenth_rss,
         "rss_mb_after_tenth_peak": peak if tenth_rss is not None else None,
-        "rss_mb_peak": hwm[1] if hwm else max((s[1] for s in samples), default=None),
+        "rss_mb_peak": _overall_peak(hwm, samples),
         "rate": total / span if span > 0 else None,
         "samples": [(round(t, 2), round(m, 1), d) for t, m, d in samples],
     }
