@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from outbox_engine.sharding.guard import UnguardedWriteError, unguarded_write
     from outbox_engine.sharding.replication import replicated
     from outbox_engine.store.models import InboxItemMixin, OutboxItemMixin
+    from outbox_engine.store.pool_ping import ping_on_checkout
     from outbox_engine.store.status import ItemStatus
     from outbox_engine.testing import CreatedItem, capture_created, drain, feed
     from outbox_engine.transports.base import (
@@ -89,6 +90,7 @@ __all__ = [
     "capture_created",
     "drain",
     "feed",
+    "ping_on_checkout",
     "replicated",
     "unguarded_write",
 ]
@@ -135,6 +137,7 @@ _SOURCES = {
     "capture_created": "outbox_engine.testing",
     "drain": "outbox_engine.testing",
     "feed": "outbox_engine.testing",
+    "ping_on_checkout": "outbox_engine.store.pool_ping",
     "replicated": "outbox_engine.sharding.replication",
     "unguarded_write": "outbox_engine.sharding.guard",
 }
