@@ -5,6 +5,8 @@ one, and connections the server terminated replaced before the caller sees them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +57,16 @@ class QueryLog:
         self.sent.clear()
 
 
+@contextlib.asynccontextmanager
+async def pooled(container: Container, size: int) -> AsyncIterator[tuple[AsyncEngine, QueryLog]]:
+    """The service's engine with a pool of `size`, its queries logged; disposed after."""
+    engine = create_engine(container.settings().database_url, pool_size=size)
+    try:
+        yield engine, QueryLog(engine)
+    finally:
+        await engine.dispose()
+
+
 async def backend_pid(conn: AsyncConnection) -> int:
     pid: int = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
     return pid
@@ -71,9 +83,7 @@ async def terminate(container: Container, *pids: int) -> None:
 async def test_a_pooled_connection_is_checked_with_one_statement_and_a_new_one_not(
     container: Container,
 ) -> None:
-    engine = create_engine(container.settings().database_url, pool_size=1)
-    log = QueryLog(engine)
-    try:
+    async with pooled(container, 1) as (engine, log):
         for _ in range(4):
             async with engine.connect() as conn:
                 driver = (await conn.get_raw_connection()).driver_connection
@@ -85,16 +95,12 @@ async def test_a_pooled_connection_is_checked_with_one_statement_and_a_new_one_n
         assert log.made == 1
         assert log.queries() == ["SELECT 2"] + [pool_ping.PING, "SELECT 2"] * 3
         assert not any(s.failed for s in log.sent)
-    finally:
-        await engine.dispose()
 
 
 async def test_connections_the_server_terminated_are_replaced_before_use(
     container: Container,
 ) -> None:
-    engine = create_engine(container.settings().database_url, pool_size=2)
-    log = QueryLog(engine)
-    try:
+    async with pooled(container, 2) as (engine, log):
         async with engine.connect() as first, engine.connect() as second:
             old = {await backend_pid(first), await backend_pid(second)}
         assert log.made == 2
@@ -114,31 +120,24 @@ async def test_connections_the_server_terminated_are_replaced_before_use(
         # older ones); the other dead connection was replaced unchecked; no new one checked.
         assert [type(e).__name__ for e in log.invalidated] == ["InvalidatePoolError"]
         assert pool_ping.PING not in log.queries()
-    finally:
-        await engine.dispose()
 
 
 async def test_a_transaction_after_the_server_dropped_its_connection_commits(
     container: Container,
 ) -> None:
-    engine = create_engine(container.settings().database_url, pool_size=1)
-    try:
+    async with pooled(container, 1) as (engine, _):
         async with engine.begin() as conn:
             old = await backend_pid(conn)
         await terminate(container, old)
         async with engine.begin() as conn:
             assert await backend_pid(conn) != old
             assert (await conn.execute(text("SELECT 40 + 2"))).scalar_one() == 42
-    finally:
-        await engine.dispose()
 
 
 async def test_an_error_that_is_not_the_database_going_away_is_raised(
     container: Container, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = create_engine(container.settings().database_url, pool_size=1)
-    log = QueryLog(engine)
-    try:
+    async with pooled(container, 1) as (engine, log):
         async with engine.connect() as conn:
             await conn.execute(text("SELECT 2"))
         # A check that the server refuses as bad data (22012) is not a lost connection: it
@@ -154,5 +153,3 @@ async def test_an_error_that_is_not_the_database_going_away_is_raised(
             assert (await conn.execute(text("SELECT 3"))).scalar_one() == 3
         assert log.made == 2
         assert [s.query for s in log.sent if s.failed] == ["SELECT 1/0"]
-    finally:
-        await engine.dispose()
