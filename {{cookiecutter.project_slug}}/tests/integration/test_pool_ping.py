@@ -22,7 +22,6 @@ from outbox_engine.store import pool_ping
 
 @dataclass
 class Sent:
-    pid: int
     query: str
     failed: bool
 
@@ -41,10 +40,8 @@ class QueryLog:
 
     def _made(self, dbapi_connection: Any, record: Any) -> None:
         self.made += 1
-        driver = dbapi_connection.driver_connection
-        pid = driver.get_server_pid()
-        driver.add_query_logger(
-            lambda q: self.sent.append(Sent(pid, q.query, q.exception is not None))
+        dbapi_connection.driver_connection.add_query_logger(
+            lambda q: self.sent.append(Sent(q.query, q.exception is not None))
         )
 
     def _invalidated(self, dbapi_connection: Any, record: Any, error: BaseException | None) -> None:
