@@ -5,7 +5,10 @@ confluent-kafka's `commit()` does not return while another thread of the consume
 the event loop held the loop until that fetch gave up (`poll_timeout`) whenever the input
 ran dry: these tests store a message while the fetch waits on an empty topic and measure
 the loop, and check that commits handed over in order land in order (on the consumer's
-Kafka thread, behind the fetch).
+Kafka thread, behind the fetch). And a commit that did not hold, refused by the broker or
+undone by an older one applied after it, is made again once the input runs dry: the
+broker refuses for real (offset metadata over its 4,096-byte limit) and an older commit is
+really applied after a newer one.
 """
 
 from __future__ import annotations
@@ -14,16 +17,20 @@ import asyncio
 import functools
 import time
 import uuid
+from collections import Counter
+from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from {{ cookiecutter.package_name }}.container import Container
+from outbox_engine.inbox import consumer as consumer_module
 from outbox_engine.inbox.commits import OffsetCommits
-from outbox_engine.inbox.consumer import InboxConsumer
+from outbox_engine.inbox.consumer import InboxConsumer, partition_lag
 from outbox_engine.inbox.kafka_thread import ConsumerThread
 
-from ..support import INBOX_BOX, make_registry, wait_for
-from .test_inbox import stored
+from ..support import INBOX_BOX, make_registry, produce, wait_for
+from .test_inbox import running_consumer, stored
 
 POLL_TIMEOUT = 3.0
 
@@ -123,3 +130,116 @@ async def test_commits_are_sent_in_the_order_given(container: Container, topic: 
     finally:
         thread.close()
         consumer.close()
+
+
+# Over the broker's offset.metadata.max.bytes (4,096 by default): it refuses the commit.
+TOO_LARGE = "m" * 5000
+
+
+def _uncommitted(container: Container, group: str, topic: str) -> int:
+    """Messages of `topic` after `group`'s committed offsets, every partition, as the broker
+    says."""
+    reader = Consumer({**container.settings().kafka_config(), "group.id": group})
+    try:
+        partitions = reader.list_topics(topic, timeout=30).topics[topic].partitions
+        committed = reader.committed([TopicPartition(topic, p) for p in partitions], timeout=30)
+        behind = [partition_lag(reader, tp) for tp in committed]
+        assert None not in behind, behind
+        return sum(b for b in behind if b is not None)
+    finally:
+        reader.close()
+
+
+async def _send_batches(
+    container: Container, consumer: InboxConsumer, topic: str, batches: int
+) -> None:
+    """Two messages a batch, one key (one partition), each batch stored before the next."""
+    for n in range(batches):
+        produce(
+            container.settings().kafka_bootstrap_servers,
+            topic,
+            [("k", b"{}", [("message-id", str(uuid.uuid4()).encode())]) for _ in range(2)],
+        )
+
+        async def stored_so_far(expected: int = 2 * n + 2) -> bool:
+            return consumer.stored == expected
+
+        await wait_for(stored_so_far, within=30)
+        await consumer.flush()
+
+
+async def test_commits_the_broker_refused_are_made_again_once_the_input_runs_dry(
+    container: Container, env_topics: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refusing = {"on": True}
+    counts: Counter[str] = Counter()
+
+    class Refused(Consumer):
+        def commit(self, *args: Any, **kwargs: Any) -> Any:
+            counts["commits"] += 1
+            if refusing["on"]:
+                counts["refused"] += 1
+                kwargs["offsets"] = [
+                    TopicPartition(tp.topic, tp.partition, tp.offset, metadata=TOO_LARGE)
+                    for tp in kwargs["offsets"]
+                ]
+            return super().commit(*args, **kwargs)
+
+    monkeypatch.setattr(consumer_module, "Consumer", Refused)
+    box = make_registry().get(INBOX_BOX)
+    topic = box.inbox_config.topics[0]
+    async with running_consumer(container, box, poll_timeout=0.3) as consumer:
+        await asyncio.wait_for(consumer.ready.wait(), 60)
+        await _send_batches(container, consumer, topic, 3)
+        await asyncio.sleep(1.0)  # idle: commits sent again, refused again
+        assert await asyncio.to_thread(_uncommitted, container, consumer.group_id, topic) == 6
+        assert counts["refused"] >= 4, counts  # three batches and at least one again
+        assert consumer.writer.resent_commits >= 1
+        refusing["on"] = False
+
+        async def all_committed() -> bool:
+            return await asyncio.to_thread(_uncommitted, container, consumer.group_id, topic) == 0
+
+        await wait_for(all_committed, within=15, interval=0.3)
+        # Settled: no more commits while idle.
+        resent = consumer.writer.resent_commits
+        await asyncio.sleep(1.0)
+        assert consumer.writer.resent_commits == resent
+    assert len(await stored(container)) == 6
+    assert counts["commits"] >= 3 + resent, counts
+
+
+async def test_an_older_commit_applied_after_a_newer_one_is_undone_once_the_input_runs_dry(
+    container: Container, env_topics: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As when the client retries a commit request after a lost connection and the retry
+    reaches the broker after the commits sent meanwhile."""
+    first: list[TopicPartition] = []
+    counts: Counter[str] = Counter()
+
+    class Late(Consumer):
+        def commit(self, *args: Any, **kwargs: Any) -> Any:
+            counts["commits"] += 1
+            result = super().commit(*args, **kwargs)
+            if not first:
+                first.extend(kwargs["offsets"])
+            elif not counts["late"]:
+                counts["late"] += 1
+                super().commit(offsets=first, asynchronous=True)  # the first batch's, again
+            return result
+
+    monkeypatch.setattr(consumer_module, "Consumer", Late)
+    box = make_registry().get(INBOX_BOX)
+    topic = box.inbox_config.topics[0]
+    async with running_consumer(container, box, poll_timeout=0.3) as consumer:
+        await asyncio.wait_for(consumer.ready.wait(), 60)
+        await _send_batches(container, consumer, topic, 2)
+
+        async def all_committed() -> bool:
+            return await asyncio.to_thread(_uncommitted, container, consumer.group_id, topic) == 0
+
+        await wait_for(all_committed, within=15, interval=0.3)
+        assert counts["late"] == 1
+        assert consumer.writer.resent_commits == 1
+        assert counts["commits"] >= 3, counts  # two batches and the newest again
+    assert len(await stored(container)) == 4

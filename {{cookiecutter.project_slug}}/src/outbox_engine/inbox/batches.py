@@ -68,16 +68,32 @@ class BatchWriter:
         self.clashes = 0
 
     def on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
-        failed = [p for p in partitions if p.error is not None]
-        if error is None and not failed:
-            return
-        # Usually a rebalance took the partitions: the new owner re-reads and the unique
-        # uuid drops what we already stored.
-        log.warning(
-            "inbox %s: offset commit failed (%s); duplicates will be absorbed",
-            self.box.name,
-            error or failed[0].error,
-        )
+        """librdkafka's answer to a commit (on the Kafka thread, inside a fetch)."""
+        problems = self._commits.confirm(error, partitions)
+        if problems:
+            # Usually a rebalance took the partitions: the new owner re-reads and the unique
+            # uuid drops what we already stored. Otherwise `settle` commits again.
+            REPEATS.log(
+                log,
+                logging.WARNING,
+                f"inbox {self.box.name}: offset commit not held ({'; '.join(problems)}); "
+                "the newest offsets are committed again once the input runs dry",
+                key=f"inbox {self.box.name}: offset commit not held",
+            )
+
+    def forget(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """The consumer's `on_revoke`: never commit these partitions again."""
+        self._commits.forget(partitions)
+
+    @property
+    def resent_commits(self) -> int:
+        """Commits `settle` sent again (inbox/commits.py)."""
+        return self._commits.resent
+
+    def settle(self, consumer: Consumer) -> None:
+        """Commit the newest offsets again where the broker refused or went back
+        (inbox/commits.py); returns at once."""
+        self._commits.settle(consumer)
 
     async def _insert_rows(self, rows: list[dict[str, Any]]) -> Inserted:
         async with self._connections.acquire() as conn:

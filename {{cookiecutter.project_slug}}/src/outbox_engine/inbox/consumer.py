@@ -197,7 +197,7 @@ class InboxConsumer:
         consumer = Consumer(client_config(self.kafka_config))
         self._consumer = consumer
         topics = list(self.box.inbox_config.topics)
-        consumer.subscribe(topics)
+        consumer.subscribe(topics, on_revoke=self.writer.forget)
         # Not awaited: a slow or absent broker must not hold up consuming.
         window = asyncio.ensure_future(asyncio.to_thread(check_window, self.box, self.kafka_config))
         log.info(
@@ -229,6 +229,7 @@ class InboxConsumer:
                     await self.writer.store(consumer, messages)
                 else:
                     await self.flush()  # idle: finish the last write (and raise its error)
+                    self.writer.settle(consumer)  # commit again what did not hold
                 if loop.time() >= next_lag:
                     next_lag = loop.time() + self.lag_interval
                     await self._thread.call(self._report_lag, consumer)
@@ -237,6 +238,8 @@ class InboxConsumer:
             health.cancel()
             await asyncio.gather(fetching, window, health, return_exceptions=True)
             try:
+                await self.flush()
+                self.writer.settle(consumer)
                 await self.flush()
             finally:
                 try:
