@@ -19,7 +19,7 @@ import asyncpg  # type: ignore[import-untyped]
 import yaml
 from alembic import command
 from alembic.config import Config
-from confluent_kafka import Consumer, KafkaError
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from {{ cookiecutter.package_name }} import items
@@ -380,3 +380,18 @@ class RecordingHandler(InboxHandler):
             FAILURES[self.name] -= 1
             raise RuntimeError("handler failed (test)")
         return True
+
+
+def uncommitted(bootstrap: str, topic: str, group: str) -> int:
+    """Messages of `topic` after `group`'s committed offsets, all partitions (a partition
+    with none committed counts from its start), as the broker says."""
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        partitions = reader.list_topics(topic, timeout=30).topics[topic].partitions
+        behind = 0
+        for tp in reader.committed([TopicPartition(topic, p) for p in partitions], timeout=30):
+            low, high = reader.get_watermark_offsets(tp, timeout=30, cached=False)
+            behind += high - (tp.offset if tp.offset >= 0 else low)
+        return behind
+    finally:
+        reader.close()

@@ -14,7 +14,7 @@ import pytest
 
 from ..services import Services
 from .report import Row, aggregate, table, write
-from .scenarios import Scenario, run_scenario
+from .scenarios import COMMITTED_WITHIN, Scenario, run_scenario
 
 LEDGER = pytest.StashKey[list[Row]]()
 REPORT_PATH = pytest.StashKey[Path]()
@@ -27,6 +27,11 @@ def standard_failures(row: Row, planned_items: int) -> list[str]:
     failures = []
     if row.facts.get("not_drained"):
         failures.append("items still pending when the drain time was up")
+    if row.facts.get("uncommitted"):
+        failures.append(
+            f"{row.facts['uncommitted']} inbox messages stored but their offsets not committed "
+            f"{COMMITTED_WITHIN:.0f} s after the drain"
+        )
     if row.created < planned_items:
         failures.append(f"created {row.created} < {planned_items} planned")
     if row.lost:

@@ -20,7 +20,7 @@ from {{ cookiecutter.package_name }}.container import Container, shutdown
 from {{ cookiecutter.package_name }}.settings import Settings
 from outbox_engine.store.status import ItemStatus
 
-from ..support import ITEM_TABLES, InboxItem, OutboxItem
+from ..support import ITEM_TABLES, InboxItem, OutboxItem, uncommitted
 from .audit import audit, delivered_at_least, describe_pending, retry_reasons
 from .config_files import boxes_file
 from .kafka_admin import create_topics
@@ -29,6 +29,10 @@ from .queries import count, wait_until
 from .report import Row
 from .supervise import Stack
 from .transports import CREATE_EFFECTS_TABLE, EFFECTS_TABLE
+
+# Once every inbox message is stored, the consumer group's offsets reach the topic's end
+# within this (a consumer commits what did not hold when a fetch comes back empty).
+COMMITTED_WITHIN = 30.0
 
 
 @dataclass
@@ -135,6 +139,19 @@ async def run_scenario(
         drained = await wait_until(settled, within=scenario.drain_within)
         if not drained:
             notes.append(f"worker /healthz: {await stack.worker_health()}")
+        else:
+            # Every message stored: once the input runs dry the consumers commit it all,
+            # whatever commits the fault made fail or undid (inbox/commits.py).
+            behind = {"now": -1}
+
+            async def all_committed() -> bool:
+                behind["now"] = await asyncio.to_thread(
+                    uncommitted, bootstrap, f"{topic}-in", f"{topic}-group"
+                )
+                return behind["now"] == 0
+
+            if not await wait_until(all_committed, within=COMMITTED_WITHIN):
+                facts["uncommitted"] = max(behind["now"], 1)
     finally:
         await stack.stop()
     try:

@@ -18,6 +18,7 @@ import functools
 import time
 import uuid
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -26,10 +27,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from {{ cookiecutter.package_name }}.container import Container
 from outbox_engine.inbox import consumer as consumer_module
 from outbox_engine.inbox.commits import OffsetCommits
-from outbox_engine.inbox.consumer import InboxConsumer, partition_lag
+from outbox_engine.inbox.consumer import InboxConsumer
 from outbox_engine.inbox.kafka_thread import ConsumerThread
 
-from ..support import INBOX_BOX, make_registry, produce, wait_for
+from ..support import INBOX_BOX, make_registry, produce, uncommitted, wait_for
 from .test_inbox import running_consumer, stored
 
 POLL_TIMEOUT = 3.0
@@ -136,18 +137,11 @@ async def test_commits_are_sent_in_the_order_given(container: Container, topic: 
 TOO_LARGE = "m" * 5000
 
 
-def _uncommitted(container: Container, group: str, topic: str) -> int:
-    """Messages of `topic` after `group`'s committed offsets, every partition, as the broker
-    says."""
-    reader = Consumer({**container.settings().kafka_config(), "group.id": group})
-    try:
-        partitions = reader.list_topics(topic, timeout=30).topics[topic].partitions
-        committed = reader.committed([TopicPartition(topic, p) for p in partitions], timeout=30)
-        behind = [partition_lag(reader, tp) for tp in committed]
-        assert None not in behind, behind
-        return sum(b for b in behind if b is not None)
-    finally:
-        reader.close()
+def _all_committed(bootstrap: str, topic: str, group: str) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return await asyncio.to_thread(uncommitted, bootstrap, topic, group) == 0
+
+    return check
 
 
 async def _send_batches(
@@ -188,19 +182,17 @@ async def test_commits_the_broker_refused_are_made_again_once_the_input_runs_dry
     monkeypatch.setattr(consumer_module, "Consumer", Refused)
     box = make_registry().get(INBOX_BOX)
     topic = box.inbox_config.topics[0]
+    bootstrap = container.settings().kafka_bootstrap_servers
     async with running_consumer(container, box, poll_timeout=0.3) as consumer:
         await asyncio.wait_for(consumer.ready.wait(), 60)
         await _send_batches(container, consumer, topic, 3)
         await asyncio.sleep(1.0)  # idle: commits sent again, refused again
-        assert await asyncio.to_thread(_uncommitted, container, consumer.group_id, topic) == 6
+        assert await asyncio.to_thread(uncommitted, bootstrap, topic, consumer.group_id) == 6
         assert counts["refused"] >= 4, counts  # three batches and at least one again
         assert consumer.writer.resent_commits >= 1
         refusing["on"] = False
 
-        async def all_committed() -> bool:
-            return await asyncio.to_thread(_uncommitted, container, consumer.group_id, topic) == 0
-
-        await wait_for(all_committed, within=15, interval=0.3)
+        await wait_for(_all_committed(bootstrap, topic, consumer.group_id), within=15, interval=0.3)
         # Settled: no more commits while idle.
         resent = consumer.writer.resent_commits
         await asyncio.sleep(1.0)
@@ -231,14 +223,12 @@ async def test_an_older_commit_applied_after_a_newer_one_is_undone_once_the_inpu
     monkeypatch.setattr(consumer_module, "Consumer", Late)
     box = make_registry().get(INBOX_BOX)
     topic = box.inbox_config.topics[0]
+    bootstrap = container.settings().kafka_bootstrap_servers
     async with running_consumer(container, box, poll_timeout=0.3) as consumer:
         await asyncio.wait_for(consumer.ready.wait(), 60)
         await _send_batches(container, consumer, topic, 2)
 
-        async def all_committed() -> bool:
-            return await asyncio.to_thread(_uncommitted, container, consumer.group_id, topic) == 0
-
-        await wait_for(all_committed, within=15, interval=0.3)
+        await wait_for(_all_committed(bootstrap, topic, consumer.group_id), within=15, interval=0.3)
         assert counts["late"] == 1
         assert consumer.writer.resent_commits == 1
         assert counts["commits"] >= 3, counts  # two batches and the newest again
