@@ -17,6 +17,8 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
@@ -47,6 +49,8 @@ def suite_args(combo: Combo, root: Path) -> list[str]:
 
 API = [combo for combo in SUPPORTED if combo.run_api]
 SUITE_TIMEOUT = 2700
+# The combinations without a full suite run this many suites at once (1: one after another).
+SUITE_PARALLEL = max(1, int(os.environ.get("TEMPLATE_SUITE_PARALLEL", "2")))
 READY_TIMEOUT = 60
 
 
@@ -256,12 +260,16 @@ def counts(summary: str) -> dict[str, int]:
     return {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", summary.split(" in ")[0])}
 
 
-@pytest.mark.parametrize("combo", SUITE, ids=[c.id for c in SUITE])
-def test_generated_suite_passes(
-    bakery: Bakery, combo: Combo, services: Services, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    installed = bakery.install(combo)
-    work = tmp_path_factory.mktemp(f"suite-{combo.id}")
+@dataclass
+class SuiteRun:
+    """One combination's suite, finished."""
+
+    result: subprocess.CompletedProcess[str]
+    seconds: float
+    log_file: Path
+
+
+def run_suite(installed: Installed, combo: Combo, work: Path) -> SuiteRun:
     log_file = work / "pytest.log"
     started = time.monotonic()
     result = run(
@@ -279,10 +287,92 @@ def test_generated_suite_passes(
         check=False,
         log_file=log_file,
     )
+    return SuiteRun(result, time.monotonic() - started, log_file)
+
+
+class SmokeSuites:
+    """The suites of the combinations without a full suite, SUITE_PARALLEL at a time, all
+    started when the first of their tests runs (after the full suites: those restart
+    PostgreSQL and Kafka, and run alone). They share nothing but the servers: each suite
+    makes its own database and a Kafka topic and group per test, and a service process it
+    starts takes a free port. On two cores one suite keeps about one busy."""
+
+    def __init__(
+        self, request: pytest.FixtureRequest, bakery: Bakery, factory: pytest.TempPathFactory
+    ) -> None:
+        self._request = request
+        self._bakery = bakery
+        self._factory = factory
+        self._pool: ThreadPoolExecutor | None = None
+        self._runs: dict[str, Future[SuiteRun]] = {}
+
+    def _start(self) -> None:
+        self._pool = ThreadPoolExecutor(SUITE_PARALLEL, thread_name_prefix="suite")
+        selected = [
+            item.callspec.params["combo"]
+            for item in self._request.session.items
+            if isinstance(item, pytest.Function)
+            and item.originalname == "test_generated_suite_passes"
+        ]
+        for combo in selected:
+            if combo.full_suite or combo.id in self._runs:
+                continue
+            try:
+                installed = self._bakery.install(combo)
+                work = self._factory.mktemp(f"suite-{combo.id}")
+            except BaseException as exc:  # that combination's test reports it
+                failed: Future[SuiteRun] = Future()
+                failed.set_exception(exc)
+                self._runs[combo.id] = failed
+                continue
+            self._runs[combo.id] = self._pool.submit(run_suite, installed, combo, work)
+
+    def result(self, combo: Combo) -> SuiteRun:
+        if self._pool is None:
+            self._start()
+        return self._runs[combo.id].result()
+
+    def wait(self) -> None:
+        """Until every suite started has ended (before a full suite runs)."""
+        for future in self._runs.values():
+            future.exception()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="module")
+def smoke_suites(
+    request: pytest.FixtureRequest, bakery: Bakery, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SmokeSuites]:
+    suites = SmokeSuites(request, bakery, tmp_path_factory)
+    try:
+        yield suites
+    finally:
+        suites.close()
+
+
+@pytest.mark.parametrize("combo", SUITE, ids=[c.id for c in SUITE])
+def test_generated_suite_passes(
+    bakery: Bakery,
+    combo: Combo,
+    services: Services,
+    tmp_path_factory: pytest.TempPathFactory,
+    smoke_suites: SmokeSuites,
+) -> None:
+    if combo.full_suite:
+        smoke_suites.wait()
+        work = tmp_path_factory.mktemp(f"suite-{combo.id}")
+        done = run_suite(bakery.install(combo), combo, work)
+    else:
+        done = smoke_suites.result(combo)
+    installed = bakery.install(combo)
+    result, log_file = done.result, done.log_file
     summary = summary_line(result.stdout) or "(no pytest summary line)"
     extra = [*suite_args(combo, installed.root), *SUITE_ARGS]
     args = f" {shlex.join(extra)}" if extra else ""
-    note(f"suite of {combo.id}{args}: {summary} ({time.monotonic() - started:.0f}s with setup)")
+    note(f"suite of {combo.id}{args}: {summary} ({done.seconds:.0f}s with setup)")
     for line in slowest(result.stdout):
         note(f"    {line}")
     tally = counts(summary)

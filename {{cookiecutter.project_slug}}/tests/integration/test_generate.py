@@ -297,7 +297,8 @@ def test_generated_boxes_migrate_and_run(
     workers = [
         subprocess.Popen(
             [sys.executable, "-m", f"{PACKAGE}.cli", *args],
-            env=env_for(project, **settings),
+            # No probe server: the default ports may be taken by another run on this host.
+            env=env_for(project, **settings, WORKER_PROBE_PORT="0", CONSUMER_PROBE_PORT="0"),
             cwd=project,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
