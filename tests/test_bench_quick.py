@@ -8,7 +8,8 @@ about speed, but it does check how the numbers were taken: the order of the syst
 between the repeats and is the one the seed gives (so `--seed` replays it), every timed run
 was preceded by a VACUUM (ANALYZE) and a CHECKPOINT that PostgreSQL confirms, and the report
 and the results files show every repeat's value and ratio ours / baseline with its spread.
-About four minutes; deselect with `-k "not bench_quick"` (or TEMPLATE_SKIP_BENCH=1).
+About nine minutes here (two repeats of every scenario); deselect with `-k "not bench_quick"`
+(or TEMPLATE_SKIP_BENCH=1).
 """
 
 from __future__ import annotations
