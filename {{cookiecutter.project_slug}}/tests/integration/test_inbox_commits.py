@@ -18,7 +18,8 @@ import functools
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -141,11 +142,31 @@ async def test_commits_are_sent_in_the_order_given(container: Container, topic: 
 TOO_LARGE = "m" * 5000
 
 
-def _all_committed(bootstrap: str, topic: str, group: str) -> Callable[[], Awaitable[bool]]:
+async def _behind(container: Container, consumer: InboxConsumer, topic: str) -> int:
+    """Messages of `topic` after the consumer group's committed offsets, as the broker says."""
+    bootstrap = container.settings().kafka_bootstrap_servers
+    return await asyncio.to_thread(uncommitted, bootstrap, topic, consumer.group_id)
+
+
+def _all_committed(
+    container: Container, consumer: InboxConsumer, topic: str
+) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
-        return await asyncio.to_thread(uncommitted, bootstrap, topic, group) == 0
+        return await _behind(container, consumer, topic) == 0
 
     return check
+
+
+@asynccontextmanager
+async def _consuming_with(
+    client: type[Consumer], container: Container, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[InboxConsumer, str]]:
+    """A ready consumer of the test inbox box whose Kafka client is a `client`, and its topic."""
+    monkeypatch.setattr(consumer_module, "Consumer", client)
+    box = make_registry().get(INBOX_BOX)
+    async with running_consumer(container, box, poll_timeout=0.3) as consumer:
+        await asyncio.wait_for(consumer.ready.wait(), 60)
+        yield consumer, box.inbox_config.topics[0]
 
 
 async def _send_batches(
@@ -183,20 +204,14 @@ async def test_commits_the_broker_refused_are_made_again_once_the_input_runs_dry
                 ]
             return super().commit(*args, **kwargs)
 
-    monkeypatch.setattr(consumer_module, "Consumer", Refused)
-    box = make_registry().get(INBOX_BOX)
-    topic = box.inbox_config.topics[0]
-    bootstrap = container.settings().kafka_bootstrap_servers
-    async with running_consumer(container, box, poll_timeout=0.3) as consumer:
-        await asyncio.wait_for(consumer.ready.wait(), 60)
+    async with _consuming_with(Refused, container, monkeypatch) as (consumer, topic):
         await _send_batches(container, consumer, topic, 3)
         await asyncio.sleep(1.0)  # idle: commits sent again, refused again
-        assert await asyncio.to_thread(uncommitted, bootstrap, topic, consumer.group_id) == 6
+        assert await _behind(container, consumer, topic) == 6
         assert counts["refused"] >= 4, counts  # three batches and at least one again
         assert consumer.writer.resent_commits >= 1
         refusing["on"] = False
-
-        await wait_for(_all_committed(bootstrap, topic, consumer.group_id), within=15, interval=0.3)
+        await wait_for(_all_committed(container, consumer, topic), within=15, interval=0.3)
         # Settled: no more commits while idle.
         resent = consumer.writer.resent_commits
         await asyncio.sleep(1.0)
@@ -224,15 +239,9 @@ async def test_an_older_commit_applied_after_a_newer_one_is_undone_once_the_inpu
                 super().commit(offsets=first, asynchronous=True)  # the first batch's, again
             return result
 
-    monkeypatch.setattr(consumer_module, "Consumer", Late)
-    box = make_registry().get(INBOX_BOX)
-    topic = box.inbox_config.topics[0]
-    bootstrap = container.settings().kafka_bootstrap_servers
-    async with running_consumer(container, box, poll_timeout=0.3) as consumer:
-        await asyncio.wait_for(consumer.ready.wait(), 60)
+    async with _consuming_with(Late, container, monkeypatch) as (consumer, topic):
         await _send_batches(container, consumer, topic, 2)
-
-        await wait_for(_all_committed(bootstrap, topic, consumer.group_id), within=15, interval=0.3)
+        await wait_for(_all_committed(container, consumer, topic), within=15, interval=0.3)
         assert counts["late"] == 1
         assert consumer.writer.resent_commits == 1
         assert counts["commits"] >= 3, counts  # two batches and the newest again
