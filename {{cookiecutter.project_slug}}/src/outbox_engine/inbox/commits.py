@@ -114,15 +114,18 @@ class OffsetCommits:
     def forget(self, partitions: Iterable[TopicPartition]) -> None:
         """The partitions are no longer this consumer's: never commit them again."""
         for tp in partitions:
-            key = (tp.topic, tp.partition)
-            self._newest.pop(key, None)
-            self._answered.pop(key, None)
-            self._unsettled.discard(key)
+            self._drop((tp.topic, tp.partition))
+
+    def _drop(self, key: Key) -> None:
+        self._newest.pop(key, None)
+        self._answered.pop(key, None)
+        self._unsettled.discard(key)
 
     def _resend(self, consumer: Consumer) -> None:
         assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
         due = [key for key in self._unsettled if key in assigned and key in self._newest]
-        self.forget(TopicPartition(*key) for key in self._unsettled - set(due))
+        for key in self._unsettled - set(due):
+            self._drop(key)
         self._unsettled.clear()
         if not due:
             return
