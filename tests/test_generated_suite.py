@@ -361,13 +361,12 @@ def test_generated_suite_passes(
     tmp_path_factory: pytest.TempPathFactory,
     smoke_suites: SmokeSuites,
 ) -> None:
+    installed = bakery.install(combo)
     if combo.full_suite:
         smoke_suites.wait()
-        work = tmp_path_factory.mktemp(f"suite-{combo.id}")
-        done = run_suite(bakery.install(combo), combo, work)
+        done = run_suite(installed, combo, tmp_path_factory.mktemp(f"suite-{combo.id}"))
     else:
         done = smoke_suites.result(combo)
-    installed = bakery.install(combo)
     result, log_file = done.result, done.log_file
     summary = summary_line(result.stdout) or "(no pytest summary line)"
     extra = [*suite_args(combo, installed.root), *SUITE_ARGS]

@@ -31,6 +31,7 @@ from {{ cookiecutter.package_name }}.domain import models as domain_models
 from outbox_engine.config.boxes import parse_boxes
 from outbox_engine.config.registry import BoxRegistry
 from outbox_engine.creation.items import Outbox
+from outbox_engine.inbox.consumer import partition_lag
 from outbox_engine.middleware import Middlewares
 from outbox_engine.relay.app import build_worker
 from outbox_engine.relay.options import WorkerOptions
@@ -388,10 +389,11 @@ def uncommitted(bootstrap: str, topic: str, group: str) -> int:
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
         partitions = reader.list_topics(topic, timeout=30).topics[topic].partitions
-        behind = 0
-        for tp in reader.committed([TopicPartition(topic, p) for p in partitions], timeout=30):
-            low, high = reader.get_watermark_offsets(tp, timeout=30, cached=False)
-            behind += high - (tp.offset if tp.offset >= 0 else low)
-        return behind
+        committed = reader.committed([TopicPartition(topic, p) for p in partitions], timeout=30)
+        behind = [partition_lag(reader, tp) for tp in committed]  # the consumer's own count
     finally:
         reader.close()
+    lags = [lag for lag in behind if lag is not None]
+    if len(lags) < len(behind):
+        raise RuntimeError(f"the broker did not say where {topic} ends: {behind}")
+    return sum(lags)
