@@ -77,7 +77,7 @@ live_pid_matching() {
   local pattern="$1" pid
   [ -f "$PID_FILE" ] || return 1
   pid="$(cat "$PID_FILE")"
-  if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$pattern"; then
+  if [ -n "$pid" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q "$pattern"; then
     echo "$pid"
     return 0
   fi
