@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from . import checks, docs, results_files
-from .cli import parse_args
+from .cli import parse_args, replay_command
 from .context import Context
 from .envs import cache_dir, log
 from .fill import fill_templates
@@ -102,6 +102,7 @@ def main() -> int:
         if not args.docs:
             return 1 if failures else 0
     meta["problems"] = ctx.problems + failures
+    meta["command"] = replay_command(args, repeats, seed, run_wait_s)
     docs.write(args.out, outcome, names, meta)
     log(f"wrote {args.out / 'benchmarks.md'} and benchmarks-results.json/.csv")
     return 1 if failures and args.quick else 0

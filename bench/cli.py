@@ -8,6 +8,8 @@ from pathlib import Path
 from .envs import ROOT
 from .registry import NAMES
 
+DEFAULT_WAIT_QUIET_MIN = 30.0
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -53,7 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--wait-quiet",
         type=float,
-        default=30.0,
+        default=DEFAULT_WAIT_QUIET_MIN,
         help="minutes to wait for load < 1.0 before the first timed run (quick: 0)",
     )
     parser.add_argument(
@@ -74,3 +76,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.repeats is not None and args.repeats < 1:
         parser.error("--repeats: at least 1")
     return args
+
+
+def replay_command(args: argparse.Namespace, repeats: int, seed: int, run_wait_s: float) -> str:
+    """The command that runs this run's method again: the same sizes, repeats, systems, quiet
+    waits and seed (so the same order of systems per repeat). The report prints it, so that a
+    second run, to see whether the ratios reproduce, is made the same way as the first."""
+    parts = ["./bench/run.sh"]
+    if args.quick:
+        parts.append("--quick")
+    parts += ["--repeats", str(repeats), "--seed", str(seed)]
+    if args.peers is not None:
+        parts += ["--peers", args.peers]
+    if args.debezium == args.quick:  # not the default of this mode
+        parts.append("--debezium" if args.debezium else "--no-debezium")
+    if set(args.selected) != set(NAMES):
+        parts += ["--scenarios", ",".join(args.selected)]
+    if not args.quick and args.wait_quiet != DEFAULT_WAIT_QUIET_MIN:
+        parts += ["--wait-quiet", f"{args.wait_quiet:g}"]
+    parts += ["--quiet-wait", f"{run_wait_s:g}"]
+    return " ".join(parts)

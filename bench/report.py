@@ -43,6 +43,12 @@ def render(results: dict[str, Any], systems: list[str], meta: dict[str, Any]) ->
     add("")
     add(f"Run: {meta['started']} UTC, {meta['duration_min']:.0f} min. {meta['load_note']}")
     add("")
+    add(
+        f"Command: `{meta['command']}` (from the repository root: this run's method again, "
+        "and with its seed the same order of systems per repeat; what a second run should use "
+        "to see whether the ratios reproduce, `python -m bench.compare`)."
+    )
+    add("")
     add("## Machine")
     add("")
     for line in meta["machine"]:

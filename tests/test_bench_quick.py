@@ -154,6 +154,10 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     report = (out / "benchmarks.md").read_text()
     assert "## 10. Every repeat" in report
     assert f"replay the order with `--seed {SEED}`" in report
+    # The command that makes this run's method again, in the report and the JSON.
+    command = f"./bench/run.sh --quick --repeats {REPEATS} --seed {SEED} --quiet-wait 0"
+    assert doc["command"] == command
+    assert f"Command: `{command}`" in report
     drain_w1 = [r for r in doc["per_repeat"] if r["scenario"] == "drain" and r["case"] == "w1"]
     assert [r["repeat"] for r in drain_w1] == list(range(REPEATS))
     ratios = []
