@@ -1,8 +1,10 @@
 """`python -m bench.compare FIRST SECOND` says whether a second run reproduces the first's
 ratios: per (scenario, case, other system) the change of the median, within the tolerance
-or not, and an exit code a script can use (0 all within, 1 one is not, 2 nothing shared or
-not a results file). Tried at the edges: exactly at the tolerance, just past it in either
-direction, a ratio only one run has, a zero median, a file that is not a results file.
+or not, whether the second median lies inside the first run's own range over its repeats,
+and an exit code a script can use (0 all within, 1 one is not, 2 nothing shared or not a
+results file). Tried at the edges: exactly at the tolerance, just past it in either
+direction, exactly at the first run's min, outside the tolerance but inside a wide range, a
+ratio only one run has, a zero median, a file that is not a results file.
 """
 
 from __future__ import annotations
@@ -95,15 +97,20 @@ def test_changes_at_and_past_the_tolerance(tmp_path: Path) -> None:
     ]
     assert [round(r["change"], 4) for r in rows] == [0.15, -0.16, 0.16, -0.1]
     assert [r["within"] for r in rows] == [True, False, False, True]
+    # The first run's ranges are median -10%..+10%: only 0.9 (exactly its min) is inside.
+    assert [r["in_range"] for r in rows] == [False, False, False, True]
 
     done = _run(first, second)
     assert done.returncode == 1, done.stderr
     table = done.stdout.splitlines()
     assert table[0].startswith("| scenario | case | ours vs | first run (2026-11-23 22:33)")
     assert "| drain | w1 | baseline | 1.25x (1.12-1.38, 3 repeats) |" in table[2]
-    assert table[2].endswith("| +15.0% | yes |")
-    assert table[3].endswith("| -16.0% | NO |")
+    assert table[0].endswith("| change | within 15% | in the first's range |")
+    assert table[2].endswith("| +15.0% | yes | no |")
+    assert table[3].endswith("| -16.0% | NO | no |")
+    assert table[5].endswith("| -10.0% | yes | yes |")
     assert "2 of 4 ratios within 15%." in done.stdout
+    assert "1 of 4 second-run medians inside the first run's own range" in done.stdout
     assert "Only in the first run (not compared): cost//omni-box." in done.stdout
     assert "Only in the second run (not compared): growth/5M/baseline." in done.stdout
 
@@ -112,6 +119,25 @@ def test_changes_at_and_past_the_tolerance(tmp_path: Path) -> None:
     same = _run(first, first)
     assert same.returncode == 0
     assert "5 of 5 ratios within 15%." in same.stdout
+    assert "5 of 5 second-run medians inside the first run's own range" in same.stdout
+
+
+def test_outside_the_tolerance_but_inside_a_wide_first_range(tmp_path: Path) -> None:
+    """A first run whose repeats spread 0.53 (drain w1 vs the baseline, 2026-11-26): a second
+    median 30% higher is no reproduction by the tolerance, but a value the first run made
+    itself; one past its max is neither. The exit code follows the tolerance only."""
+    wide = {**_spread("drain", "w1", "baseline", 1.15), "min": 1.12, "max": 1.73}
+    first = _results(tmp_path / "a.json", "day 1", [wide])
+    inside = _results(tmp_path / "b.json", "day 2", [_spread("drain", "w1", "baseline", 1.5)])
+    past = _results(tmp_path / "c.json", "day 3", [_spread("drain", "w1", "baseline", 1.74)])
+    done = _run(first, inside)
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[2].endswith("| +30.4% | NO | yes |")
+    assert "0 of 1 ratios within 15%." in done.stdout
+    assert "1 of 1 second-run medians inside the first run's own range" in done.stdout
+    beyond = _run(first, past)
+    assert beyond.returncode == 1
+    assert beyond.stdout.splitlines()[2].endswith("| +51.3% | NO | no |")
 
 
 def test_a_zero_median_is_never_within(tmp_path: Path) -> None:
