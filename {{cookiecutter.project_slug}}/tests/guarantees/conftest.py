@@ -32,6 +32,11 @@ def standard_failures(row: Row, planned_items: int) -> list[str]:
             f"{row.facts['uncommitted']} inbox messages stored but their offsets not committed "
             f"{COMMITTED_WITHIN:.0f} s after the drain"
         )
+    if row.facts.get("offsets_unreadable"):
+        failures.append(
+            f"the inbox's committed offsets could not be read for {COMMITTED_WITHIN:.0f} s "
+            "after the drain (the notes give the error)"
+        )
     if row.created < planned_items:
         failures.append(f"created {row.created} < {planned_items} planned")
     if row.lost:

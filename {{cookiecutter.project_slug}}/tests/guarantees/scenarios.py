@@ -142,16 +142,29 @@ async def run_scenario(
         else:
             # Every message stored: once the input runs dry the consumers commit it all,
             # whatever commits the fault made fail or undid (inbox/commits.py).
-            behind = {"now": -1}
+            # The last count the broker gave (None: never one) and the last failed read: a
+            # count is reported only when the broker gave one, never made up.
+            behind: dict[str, int | None] = {"now": None}
+            failed: list[str] = []
 
             async def all_committed() -> bool:
-                behind["now"] = await asyncio.to_thread(
-                    uncommitted, bootstrap, f"{topic}-in", f"{topic}-group"
-                )
+                try:
+                    behind["now"] = await asyncio.to_thread(
+                        uncommitted, bootstrap, f"{topic}-in", f"{topic}-group"
+                    )
+                except Exception as exc:
+                    failed[:] = [f"{type(exc).__name__}: {exc}"]
+                    raise
                 return behind["now"] == 0
 
             if not await wait_until(all_committed, within=COMMITTED_WITHIN):
-                facts["uncommitted"] = max(behind["now"], 1)
+                now = behind["now"]
+                if now is None:
+                    facts["offsets_unreadable"] = 1
+                else:
+                    facts["uncommitted"] = now
+                if failed:
+                    notes.append(f"reading the committed offsets last failed: {failed[0]}")
     finally:
         await stack.stop()
     try:
