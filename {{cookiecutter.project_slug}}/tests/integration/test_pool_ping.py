@@ -1,11 +1,13 @@
 """The pool's check of a connection when it is taken (store/pool_ping.py), on the service's
 own engine (db.create_engine): one `SELECT 1` for a pooled connection, nothing for a new
-one, and connections the server terminated replaced before the caller sees them."""
+one, connections the server terminated replaced before the caller sees them, and
+connections whose network path went silent replaced within the ping's timeout."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -13,11 +15,14 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 from sqlalchemy import event, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from {{ cookiecutter.package_name }}.container import Container
 from {{ cookiecutter.package_name }}.db import create_engine
 from outbox_engine.store import pool_ping
+
+from ..silent_proxy import SilentProxy
 
 
 @dataclass
@@ -150,3 +155,55 @@ async def test_an_error_that_is_not_the_database_going_away_is_raised(
             assert (await conn.execute(text("SELECT 3"))).scalar_one() == 3
         assert log.made == 2
         assert [s.query for s in log.sent if s.failed] == ["SELECT 1/0"]
+
+
+async def test_pooled_connections_that_went_silent_are_replaced_within_the_ping_timeout(
+    container: Container, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The database's address through a proxy whose open connections can go silent: a ping
+    # sent on one of them is swallowed and no answer and no close ever comes back.
+    url = make_url(container.settings().database_url)
+    proxy = SilentProxy(url.host or "127.0.0.1", url.port or 5432)
+    monkeypatch.setattr(pool_ping, "PING_TIMEOUT", 1.0)
+    proxied = url.set(host="127.0.0.1", port=proxy.port)
+    engine = create_engine(proxied.render_as_string(hide_password=False), pool_size=2)
+    log = QueryLog(engine)
+    try:
+        async with engine.connect() as first, engine.connect() as second:
+            old = {await backend_pid(first), await backend_pid(second)}
+        assert proxy.silence() == 2
+        log.clear()
+
+        # Without the ping's own timeout this check-out waits for the kernel to give up on
+        # the socket (minutes); the bound here is 60 s so that a hang fails.
+        started = time.monotonic()
+        async with asyncio.timeout(60):
+            async with engine.connect() as first, engine.connect() as second:
+                new = {await backend_pid(first), await backend_pid(second)}
+                assert (await second.execute(text("SELECT 40 + 2"))).scalar_one() == 42
+        waited = time.monotonic() - started
+    finally:
+        # The proxy first: disposing the pool closes its connections without a timeout
+        # (asyncpg's close), which on a connection still silent would wait as long.
+        proxy.close()
+        await engine.dispose()
+
+    assert len(new) == 2
+    assert not new & old
+    assert log.made == 4
+    # One ping timed out; its connection was discarded with the pool's older one (each
+    # silent one closed within SQLAlchemy's 2 s), and neither new connection was pinged.
+    assert [type(e).__name__ for e in log.invalidated] == ["InvalidatePoolError"]
+    assert [s.query for s in log.sent if s.failed] == [pool_ping.PING]
+    assert proxy.dropped_bytes > 0
+    # The 1 s ping, two bounded closes of 2 s each, two new connections: well under the
+    # minutes of the unbounded wait; 15 s leaves room for a slow machine.
+    assert 1.0 <= waited < 15.0, waited
+
+
+def test_a_ping_timeout_that_is_not_a_positive_number_is_refused() -> None:
+    # Refused when the engine is set up, before any connection is made.
+    engine = create_engine("postgresql+asyncpg://u:p@127.0.0.1:1/none", pool_size=1)
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="ping timeout must be a positive number"):
+            pool_ping.ping_on_checkout(engine, timeout=bad)

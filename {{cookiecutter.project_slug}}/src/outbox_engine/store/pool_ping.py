@@ -19,6 +19,16 @@ Otherwise it behaves as pre-ping does:
   cannot be made either;
 - any other error (a bug, not the database) is raised.
 
+The ping has a timeout of its own (`PING_TIMEOUT`, 5 s; `timeout=` to change it): a
+connection whose network path went silent (the server's host gone without a reset, a
+failover behind a virtual address, a firewall that dropped its state) answers nothing and
+closes nothing, and without one the check-out would wait for the kernel to give up on the
+socket, about fifteen minutes on Linux. A ping that times out counts as a lost connection:
+the caller waits the timeout, plus at most 2 s for SQLAlchemy's bounded close of each silent
+connection the pool discards, and gets a new connection. `SELECT 1` on a live server takes
+well under a millisecond, even a loaded one answers it within the timeout; a server that
+does not is treated as gone, which costs new connections, not errors.
+
 Create the engine without `pool_pre_ping` (the two together would ping twice). Measured on
 the bench machine (the template's bench/notes.md, the `cost` scenario): one-row
 transactions through a session, 1.33x as many a second (median of six repeats).
@@ -36,13 +46,18 @@ from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 from outbox_engine.store.pgconn import is_unavailable
 
 PING = "SELECT 1"
+PING_TIMEOUT = 5.0
 # Set on a connection when it is made; its first check-out takes it instead of pinging.
 # The pool clears a record's `info` when its connection is discarded.
 _NEW = "outbox_engine.new_connection"
 
 
-def ping_on_checkout(engine: AsyncEngine) -> None:
-    """Check each pooled connection with one `SELECT 1` when it is checked out."""
+def ping_on_checkout(engine: AsyncEngine, timeout: float | None = None) -> None:
+    """Check each pooled connection with one `SELECT 1` when it is checked out, waiting at
+    most `timeout` seconds for its answer (default `PING_TIMEOUT`)."""
+    seconds = PING_TIMEOUT if timeout is None else timeout
+    if not seconds > 0:
+        raise ValueError(f"ping timeout must be a positive number of seconds, got {timeout!r}")
     pool = engine.sync_engine
 
     @event.listens_for(pool, "connect")
@@ -56,7 +71,7 @@ def ping_on_checkout(engine: AsyncEngine) -> None:
         if record.info.pop(_NEW, False):
             return
         try:
-            dbapi_connection.run_async(lambda driver: driver.execute(PING))
+            dbapi_connection.run_async(lambda driver: driver.execute(PING, timeout=seconds))
         except Exception as exc:
             if is_unavailable(exc):
                 raise InvalidatePoolError(f"pooled connection lost: {exc!r}") from exc
