@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from types import TracebackType
 
 
 class _Link:
@@ -59,17 +58,6 @@ class SilentProxy:
             links, self._links = self._links, []
         for link in links:
             link.close()
-
-    def __enter__(self) -> SilentProxy:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _accept(self) -> None:
         while not self._closed.is_set():
