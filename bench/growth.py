@@ -4,8 +4,10 @@ while retention purges N expired rows.
 
 Each size is a template of its own, built once per run on first use: the system's empty
 schema, N delivered rows written by SQL (created two hours ago, ~`size`-byte payloads,
-keys spread like the backlog's), then the backlog through the system's own create API, so
-the delivered history has the lower ids as it would in service. The run database is a
+keys spread like the backlog's, message ids of the kind the system's own writer makes:
+ours UUID version 7 from their creation time, the baseline random ones, as its `uuid4()`),
+then the backlog through the system's own create API, so the delivered history has the
+lower ids (and ours the older message ids) as it would in service. The run database is a
 FILE_COPY of it (a 5M-row table is ~6 GB; a WAL-logged copy would be written twice), then
 settled like every run. Case 0 uses the same drain on the plain backlog, copied the same
 way, so the ratios within the scenario compare like with like.
@@ -48,11 +50,20 @@ DELIVERED = 2  # the delivered status of both systems' tables
 FILLER = """
 INSERT INTO @table (uuid, @extra_columnsevent_key, bucket, status, payload, created_at,
                     processed_at)
-SELECT gen_random_uuid(), @extra_values(g % $3)::text, (g % 16)::int, @delivered,
+SELECT @uuid, @extra_values(g % $3)::text, (g % 16)::int, @delivered,
        convert_to('{"bench_filler":' || g || ',"pad":"' || repeat('x', $4) || '"}', 'UTF8'),
        now() - interval '@age', now() - interval '@age'
 FROM generate_series($1::bigint, $2::bigint) AS g
 """
+# Ours' create() makes UUID version 7 ids (outbox_engine.creation.ids): 48 bits of the Unix
+# millisecond, version 7, 12 random bits, the RFC variant, 62 random bits. Rows written two
+# hours ago, 1,000 to a millisecond, as its create_batch would have made them.
+UUID7 = (
+    "(lpad(to_hex((extract(epoch FROM now() - interval '@age') * 1000)::bigint + g / 1000), 12, "
+    "'0') || '7' || substr(md5(random()::text), 1, 3) || "
+    "substr('89ab', 1 + floor(random() * 4)::int, 1) || substr(md5(random()::text), 1, 15))::uuid"
+)
+RANDOM_UUID = "gen_random_uuid()"
 
 CLAIM_SQL = """
 import sys
@@ -89,6 +100,7 @@ def prepare(ctx: Context, system: System, case: Case) -> str:
         extra = system.project is not None  # ours has an event_name column
         statement = FILLER
         for name, value in (
+            ("@uuid", UUID7 if extra else RANDOM_UUID),
             ("@table", system.outbox_table()),
             ("@extra_columns", "event_name, " if extra else ""),
             ("@extra_values", "'bench_event', " if extra else ""),

@@ -25,7 +25,8 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
     out = [
         "The backlog drained by one relay process while the outbox table already holds N "
         "delivered rows awaiting retention (written before the backlog, so they have the "
-        "lower ids), and once more while retention purges N expired rows: ours with its "
+        "lower ids; their message ids of the kind each system makes: ours UUID version 7, "
+        "time-ordered, the baseline's random), and once more while retention purges N expired rows: ours with its "
         "worker's own retention (delivered kept PT1H, its loop every 0.1 s), the baseline with "
         "its hand-written purge (id-ordered batches of 1,000) beside its relay. Each size is "
         "a template built once per run; every run's database is a FILE_COPY of it, then "

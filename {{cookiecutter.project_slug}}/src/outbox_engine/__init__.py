@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from outbox_engine.config.boxes import ConfigError
     from outbox_engine.contracts.events import Event, EventTypes, InvalidEvent
+    from outbox_engine.creation.ids import new_message_id
     from outbox_engine.creation.items import Outbox
     from outbox_engine.creation.shards import Category, Scope, ShardError, ShardRegistry
     from outbox_engine.middleware import (
@@ -90,6 +91,7 @@ __all__ = [
     "capture_created",
     "drain",
     "feed",
+    "new_message_id",
     "ping_on_checkout",
     "replicated",
     "unguarded_write",
@@ -137,6 +139,7 @@ _SOURCES = {
     "capture_created": "outbox_engine.testing",
     "drain": "outbox_engine.testing",
     "feed": "outbox_engine.testing",
+    "new_message_id": "outbox_engine.creation.ids",
     "ping_on_checkout": "outbox_engine.store.pool_ping",
     "replicated": "outbox_engine.sharding.replication",
     "unguarded_write": "outbox_engine.sharding.guard",

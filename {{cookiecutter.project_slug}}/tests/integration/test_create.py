@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import asyncpg  # type: ignore[import-untyped]
@@ -92,6 +93,34 @@ async def test_create_batch_inserts_every_item_in_one_go(container: Container) -
     with pytest.raises(TypeError, match="create_batch item 0: missing 'event_name'"):
         async with container.session_factory()() as session, session.begin():
             await outbox.create_batch(session, OutboxItem, [{"event_key": "1", "payload": b""}])
+
+
+async def test_items_get_time_ordered_message_ids_unless_the_caller_gives_one(
+    container: Container,
+) -> None:
+    outbox = container.outbox()
+    given = uuid.uuid4()
+    specs = [{"event_key": str(i % 7), "event_name": "e", "payload": {"n": i}} for i in range(100)]
+    before = time.time_ns() // 1_000_000
+    async with container.session_factory()() as session, session.begin():
+        batch = await outbox.create_batch(session, OutboxItem, specs)
+    await asyncio.sleep(0.003)
+    async with container.session_factory()() as session, session.begin():
+        single = await outbox.create(
+            session, OutboxItem, event_key="1", event_name="e", payload=b""
+        )
+        mine = await outbox.create(
+            session, OutboxItem, event_key="1", event_name="e", payload=b"", message_id=given
+        )
+    after = time.time_ns() // 1_000_000
+    made = [*batch, single]
+    assert {u.version for u in made} == {7}
+    assert all(before <= u.int >> 80 <= after for u in made)
+    assert max(batch) < single  # a later millisecond sorts after
+    assert mine == given
+    async with container.session_factory()() as session:
+        stored = (await session.execute(select(OutboxItem.uuid).order_by(OutboxItem.id))).all()
+    assert [row[0] for row in stored] == [*made, given]
 
 
 async def test_reserved_headers_and_bad_keys_are_refused(container: Container) -> None:

@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 from outbox_engine.config.registry import Box, BoxRegistry
 from outbox_engine.contracts.events import encode_event
 from outbox_engine.creation.chain import chain_headers
+from outbox_engine.creation.ids import new_message_id
 from outbox_engine.creation.shards import (
     Category,
     ShardError,
@@ -214,7 +215,7 @@ class Outbox:
         buckets: list[int] = []
         headers: list[str] = []
         for item in call.items:
-            message_id = item.uuid or uuid.uuid4()
+            message_id = item.uuid or new_message_id()
             item.uuid = message_id
             item.bucket = box.bucket_for(item.event_key)
             ids.append(message_id)

@@ -12,7 +12,6 @@ nothing: the write guard (guard.py) catches them.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -22,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from outbox_engine.config.registry import Box, BoxRegistry
 from outbox_engine.creation.chain import chain_headers
+from outbox_engine.creation.ids import new_message_id
 from outbox_engine.creation.items import encode_payload
 from outbox_engine.creation.shards import Category, infer_shard_identifier, shard_headers
 from outbox_engine.store.inserts import insert_and_wake
@@ -92,7 +92,7 @@ def item_rows(
             body: dict[str, Any] = {"deleted": True, "object_id": object_id}
         else:
             body = (replication.payload or snapshot)(instance)
-        message_id = uuid.uuid4()
+        message_id = new_message_id()
         boxes[box.name] = box
         rows.setdefault(box.name, []).append(
             {

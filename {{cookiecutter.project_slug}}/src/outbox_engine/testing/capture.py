@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, SessionTransaction
 from outbox_engine.config.registry import Box
 from outbox_engine.contracts.events import decode_event
 from outbox_engine.creation import items as create_module
+from outbox_engine.creation.ids import new_message_id
 from outbox_engine.middleware import NewItem
 
 M = TypeVar("M", bound=BaseModel)
@@ -108,7 +109,7 @@ def _on_insert(session: AsyncSession, box: Box, items: Sequence[NewItem]) -> Non
             event_name=item.event_name,
             payload=item.payload,
             headers=dict(item.headers),
-            message_id=item.uuid or uuid.uuid4(),
+            message_id=item.uuid or new_message_id(),
             model=box.event_types.model_for(item.event_name),
         )
         for item in items

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from outbox_engine.config.registry import BoxRegistry
 from outbox_engine.contracts.events import encode_event
 from outbox_engine.creation import items as create_module
+from outbox_engine.creation.ids import new_message_id
 from outbox_engine.store.probe_items import item_state, store_inbox_message
 from outbox_engine.store.status import ItemStatus
 from outbox_engine.testing.capture import CreatedItem, capture_created
@@ -64,7 +65,7 @@ async def feed(
         raise ValueError("give event_name (or a payload model that names its event)")
     encoded, event_headers = encode_event(event_name, None, payload)
     body = encoded if encoded is not None else create_module.encode_payload(payload)
-    message_id = message_id or uuid.uuid4()
+    message_id = message_id or new_message_id()
     key = str(message_id if event_key is None else event_key)
     row_headers = {
         **{k.lower(): v for k, v in event_headers.items()},
