@@ -178,10 +178,19 @@ async def _operate(page: Page, base: str, failed_id: int) -> None:
     await row.locator(".act-retry").click()
     await page.click("#confirm-ok")
     await expect_(page.locator("#message")).to_contain_text("retry: 1 item(s) changed")
+    # What the action said outlives the page's own refreshes (every 2 s). A refresh loads
+    # the items, then the audit log: once a later refresh asks for the audit log, its items
+    # are drawn, and the message must still be there.
+    for _ in range(2):
+        async with page.expect_request(lambda r: "/admin/audit" in r.url, timeout=10_000):
+            pass
+    await expect_(page.locator("#message")).to_have_text("retry: 1 item(s) changed")
 
-    # Watch it deliver (the page refreshes itself every 2 s).
+    # Watch it deliver (the page refreshes itself every 2 s). The operator's own load of a
+    # selection replaces the action's message.
     await page.select_option("#f-status", "")
     await page.click("#apply")
+    await expect_(page.locator("#message")).to_have_text("")
     await expect_(page.locator(f'#items tr[data-id="{failed_id}"] .status')).to_have_text(
         "delivered", timeout=20_000
     )

@@ -2,7 +2,9 @@
 "use strict";
 
 const TOKEN_KEY = "outbox-admin-token";
-const state = { box: "", after: null, timer: null, relays: {} };
+// held: the message is what an action said, kept until the operator loads another selection
+// (the page's own refreshes, every 2 s and after the action, leave it).
+const state = { box: "", after: null, timer: null, relays: {}, held: false };
 const $ = (id) => document.getElementById(id);
 
 function token() {
@@ -63,7 +65,8 @@ function relayText(box) {
   return ["debezium: slot " + slot + ", lag " + bytes(capture.lag_bytes) + ", " + rows, ""];
 }
 
-function say(text, isError) {
+function say(text, isError, held) {
+  state.held = Boolean(held);
   const message = $("message");
   message.textContent = text;
   message.className = isError ? "error" : "";
@@ -85,7 +88,7 @@ async function loadBoxes() {
     link.addEventListener("click", (event) => {
       event.preventDefault();
       select.value = box.box;
-      loadItems(true);
+      loadSelection();
     });
     name.appendChild(link);
     cell(row, box.kind);
@@ -123,6 +126,13 @@ function query() {
   return params;
 }
 
+// The operator's own load (Apply, the box list, a box's link): what an earlier action said
+// gives way to what this selection shows.
+function loadSelection() {
+  state.held = false;
+  return loadItems(true);
+}
+
 async function loadItems(reset) {
   const box = $("f-box").value;
   if (!box) return;
@@ -146,7 +156,7 @@ async function loadItems(reset) {
   for (const item of page.items) tbody.appendChild(itemRow(box, item));
   state.after = page.next_after_id;
   $("more").hidden = page.next_after_id === null;
-  if (reset) say(page.items.length ? "" : "No items match.", false);
+  if (reset && !state.held) say(page.items.length ? "" : "No items match.", false);
 }
 
 function itemRow(box, item) {
@@ -235,9 +245,9 @@ async function act(box, id, action) {
       method: "POST",
       body: { ids: [id] },
     });
-    say(action + ": " + result.rows + " item(s) changed", false);
+    say(action + ": " + result.rows + " item(s) changed", false, true);
   } catch (error) {
-    say(error.message, true);
+    say(error.message, true, true);
     return;
   }
   await refresh();
@@ -312,9 +322,9 @@ document.addEventListener("DOMContentLoaded", () => {
   $("logout").addEventListener("click", () => logout(""));
   $("filters").addEventListener("submit", (event) => {
     event.preventDefault();
-    loadItems(true);
+    loadSelection();
   });
-  $("f-box").addEventListener("change", () => loadItems(true));
+  $("f-box").addEventListener("change", loadSelection);
   $("more").addEventListener("click", () => loadItems(false));
   $("auto").addEventListener("change", schedule);
   if (token()) showMain();
