@@ -16,8 +16,8 @@ relay records them): 4.1 KB of WAL a row with random ids, 2.7 KB with these (as 
 table), and 33-57 us of backend CPU a row against 26-32 (docs/performance.md).
 
 Uniqueness comes from the 74 random bits of each id (12 + 62): a million ids made in one
-millisecond collide with a probability of about 3e-11, the same order as two version 4 ids
-among a few hundred billion. Ids of one process are ordered by millisecond, not within one;
+millisecond collide with a probability of about 3e-11 (n^2 / 2^75); ids of different
+milliseconds cannot collide. Ids of one process are ordered by millisecond, not within one;
 nothing in the engine relies on their order (the relay orders by the row's `id`). The time
 an id was made can be read from it; the item sends that time anyway (`created-at`).
 """
