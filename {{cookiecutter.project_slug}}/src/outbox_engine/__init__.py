@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from outbox_engine.creation.ids import new_message_id
     from outbox_engine.creation.items import Outbox
     from outbox_engine.creation.shards import Category, Scope, ShardError, ShardRegistry
+    from outbox_engine.gc_tuning import tune_gc
     from outbox_engine.middleware import (
         BatchMiddleware,
         CreateCall,
@@ -94,6 +95,7 @@ __all__ = [
     "new_message_id",
     "ping_on_checkout",
     "replicated",
+    "tune_gc",
     "unguarded_write",
 ]
 
@@ -142,6 +144,7 @@ _SOURCES = {
     "new_message_id": "outbox_engine.creation.ids",
     "ping_on_checkout": "outbox_engine.store.pool_ping",
     "replicated": "outbox_engine.sharding.replication",
+    "tune_gc": "outbox_engine.gc_tuning",
     "unguarded_write": "outbox_engine.sharding.guard",
 }
 

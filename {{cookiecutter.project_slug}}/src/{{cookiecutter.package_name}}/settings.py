@@ -22,6 +22,8 @@ from dotenv import dotenv_values
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from outbox_engine.gc_tuning import DEFAULT_GC_THRESHOLD
+
 from .settings_sources import (
     FileAndKafkaVariables,
     SettingsSourceError,
@@ -100,6 +102,10 @@ class Settings(BaseSettings):
     # prefix; debezium_names.py): for a second deployment of this service on the same
     # PostgreSQL cluster or Kafka Connect (slots and connectors are named cluster-wide).
     debezium_name_suffix: str = Field(default="", max_length=20, pattern=r"^[a-z0-9_]*$")
+    # The garbage collector's first threshold in the api, worker and consumer processes,
+    # which also freeze what their startup left (outbox_engine/gc_tuning.py); 0 leaves
+    # Python's collector as it is.
+    gc_threshold: int = Field(default=DEFAULT_GC_THRESHOLD, ge=0)
 {%- if cookiecutter.opentelemetry %}
     otel_sdk_disabled: bool = False
     otel_service_name: str | None = None

@@ -59,6 +59,18 @@ def test_malformed_settings_are_named(env: pytest.MonkeyPatch) -> None:
     assert "KAFKA_BOOTSTRAP_SERVERS is invalid" in str(info.value)
 
 
+def test_gc_threshold_defaults_and_refuses_a_negative(env: pytest.MonkeyPatch) -> None:
+    env.setenv("DATABASE_URL", "postgresql+asyncpg://u:p@db:5432/app")
+    env.setenv("KAFKA_BOOTSTRAP_SERVERS", "k1:9092")
+    assert load_settings().gc_threshold == 10_000
+    env.setenv("GC_THRESHOLD", "0")
+    assert load_settings().gc_threshold == 0
+    env.setenv("GC_THRESHOLD", "-5")
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    assert "GC_THRESHOLD is invalid" in str(info.value)
+
+
 def test_valid_settings(env: pytest.MonkeyPatch) -> None:
     env.setenv("DATABASE_URL", "postgresql+asyncpg://u:p@db:5432/app")
     env.setenv("KAFKA_BOOTSTRAP_SERVERS", "k1:9092, k2:9092")

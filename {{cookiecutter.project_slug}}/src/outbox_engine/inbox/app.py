@@ -4,7 +4,8 @@ The console script's `consumer` command only parses its arguments into a
 `ConsumerOptions` and calls `ConsumerApp(...).serve()`. `serve()` starts the probe server
 first (a taken port stops the process before it connects, `ProbePortTaken`), runs every
 consumer until SIGTERM or SIGINT, then closes the probes and calls `cleanup` (the service
-disposes its engine there). `/healthz` fails when a consumer's poll loop has not turned for
+disposes its engine there). Before the consumers run it sets the process's garbage collector
+(gc_tuning.py; `ConsumerOptions.gc_threshold`). `/healthz` fails when a consumer's poll loop has not turned for
 `stall_seconds`; `/readyz` is every consumer's readiness (inbox/readiness.py).
 """
 
@@ -19,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from outbox_engine.config.boxes import ConfigError
 from outbox_engine.config.registry import Box, BoxRegistry
+from outbox_engine.gc_tuning import DEFAULT_GC_THRESHOLD, tune_gc
 from outbox_engine.inbox.consumer import InboxConsumer
 from outbox_engine.inbox.readiness import consumers_readiness
 from outbox_engine.observability.observer import Observer
@@ -46,6 +48,13 @@ class ConsumerOptions:
     kafka_check_interval: float = 30.0
     # /healthz fails when a poll loop has not turned for this long.
     stall_seconds: float = 120.0
+    # The garbage collector's first threshold, set by `serve()` (gc_tuning.py); 0 leaves
+    # Python's collector as it is.
+    gc_threshold: int = DEFAULT_GC_THRESHOLD
+
+    def __post_init__(self) -> None:
+        if self.gc_threshold < 0:
+            raise ValueError("gc_threshold must be 0 (Python's defaults) or more")
 
 
 def inbox_boxes(registry: BoxRegistry, names: Sequence[str] = ()) -> list[Box]:
@@ -116,6 +125,7 @@ class ConsumerApp:
         `cleanup()` (not called when the probe port is taken: nothing was opened yet)."""
         await self.probes.start()
         try:
+            tune_gc(self.options.gc_threshold)
             await run_until_signal(self.run, self.stop)
         finally:
             await self.probes.close()

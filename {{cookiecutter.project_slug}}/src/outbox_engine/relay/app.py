@@ -8,7 +8,9 @@ and the process behaves the same wherever it is started.
 `serve()` starts the probe server first (a taken port stops the process before it connects
 to anything, `ProbePortTaken`), then starts the Kafka producer and runs the worker until
 SIGTERM or SIGINT, and finally closes the probes and calls `cleanup` (the service closes
-its container there).
+its container there). Just before the worker runs, it sets the process's garbage collector
+for a relay (gc_tuning.py; `WorkerOptions.gc_threshold`): `build_worker` does not, as it
+serves processes that are not only a worker.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from outbox_engine.config.registry import BoxRegistry
+from outbox_engine.gc_tuning import tune_gc
 from outbox_engine.middleware import Middlewares
 from outbox_engine.observability.probes import ProbeServer
 from outbox_engine.relay.options import WorkerOptions
@@ -65,6 +68,7 @@ class WorkerApp:
         await self.probes.start()  # first: a taken port stops the process before it connects
         try:
             self.resources.producer.start()
+            tune_gc(self.options.gc_threshold)
             await run_until_signal(self.worker.run, self.worker.stop)
         finally:
             await self.probes.close()

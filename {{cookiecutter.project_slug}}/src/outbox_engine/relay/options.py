@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from outbox_engine.gc_tuning import DEFAULT_GC_THRESHOLD
+
 
 @dataclass(frozen=True)
 class WorkerOptions:
@@ -33,7 +35,12 @@ class WorkerOptions:
     debezium_slot: str | None = None
     # Seconds between deletes of old capture rows (when a box is relayed by Debezium).
     capture_upkeep_interval: float = 60.0
+    # The garbage collector's first threshold, set by `WorkerApp.serve` (gc_tuning.py);
+    # 0 leaves Python's collector as it is.
+    gc_threshold: int = DEFAULT_GC_THRESHOLD
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if self.gc_threshold < 0:
+            raise ValueError("gc_threshold must be 0 (Python's defaults) or more")

@@ -111,12 +111,16 @@ def register(app: typer.Typer) -> None:
         """Serve the HTTP API (and the admin page when ADMIN_TOKEN is set)."""
         import uvicorn
 
+        from outbox_engine import tune_gc
+
         from ..api.app import create_app
 
         container = state(ctx).container()
         settings = container.settings()
+        asgi_app = create_app(container)
+        tune_gc(settings.gc_threshold)
         uvicorn.run(
-            create_app(container),
+            asgi_app,
             host=host or settings.api_host,
             port=port or settings.api_port,
             log_config=None,
@@ -156,6 +160,7 @@ def register(app: typer.Typer) -> None:
             probe_port=probe_port(probe, settings.worker_probe_port),
             probe_host=settings.probe_host,
             debezium_slot=debezium_names(settings).slot,
+            gc_threshold=settings.gc_threshold,
         )
 
         async def main() -> None:
@@ -195,6 +200,7 @@ def register(app: typer.Typer) -> None:
             boxes=tuple(box or ()),
             probe_port=probe_port(probe, settings.consumer_probe_port),
             probe_host=settings.probe_host,
+            gc_threshold=settings.gc_threshold,
         )
 
         async def main() -> None:
