@@ -446,3 +446,61 @@ def _relation_scans(node: dict[str, Any], table: str) -> list[str]:
     for child in node.get("Plans", []):
         kinds.extend(_relation_scans(child, table))
     return kinds
+
+
+# Headers as stored (jsonb text) -> what the relay must see: exactly what `json.loads` makes
+# of PostgreSQL's text, which is what the connection's jsonb codec gave before the claim read
+# them as text. Numbers at and past the limits of 64 bits and of a double, text that needs
+# escapes, nesting, and the values that mean "no headers".
+ODD_HEADERS = [
+    '{"correlation-id": "c-1", "hop": 0}',
+    '{"name": "Zo\u00eb \u2603 \U0001f389", "quote": "a\\"b\\\\c", "ctl": "t\\tn\\nr\\r", '
+    '"esc": "\\u00e9\\ud83c\\udf89", "k\u00e9y": "v"}',
+    '{"big": 1180591620717411303424, "min64": -9223372036854775809, "max64": '
+    '9223372036854775807, "huge": 1.5e300, "tiny": 5e-324, "dec": 0.1, "neg0": -0.0}',
+    '{"a": {"b": [1, true, false, null, "x", {"c": []}]}, "": ""}',
+    "{}",
+    "null",
+]
+
+
+async def test_claimed_headers_are_what_json_makes_of_the_stored_text(
+    container: Container,
+) -> None:
+    box = make_registry().get(OUTBOX_BOX)
+    table = box.table_name
+    processor = BoxProcessor(
+        box, container.engine(), container.session_factory(), Middlewares(), keep_connections=True
+    )
+    async with container.engine().begin() as conn:
+        for n, odd in enumerate(ODD_HEADERS):
+            await conn.execute(
+                text(
+                    f"INSERT INTO {table} (uuid, event_name, event_key, bucket, payload, headers) "
+                    "VALUES (gen_random_uuid(), 'e', :key, 0, '\\x00', CAST(:headers AS jsonb))"
+                ),
+                {"key": f"odd-{n}", "headers": odd},
+            )
+        # What the stored text is, and what the jsonb codec (json.loads) makes of it.
+        rows = await conn.execute(text(f"SELECT event_key, headers::text FROM {table}"))
+        stored: dict[str, str] = {key: value for key, value in rows.all()}
+        rows = await conn.execute(text(f"SELECT event_key, headers FROM {table}"))
+        decoded: dict[str, Any] = {key: value for key, value in rows.all()}
+    try:
+        claimed = await processor.claim(list(range(box.config.bucket_count)))
+    finally:
+        await processor.close()
+    got = {item.event_key: item.headers for item, _ in claimed}
+    assert sorted(got) == sorted(f"odd-{n}" for n in range(len(ODD_HEADERS)))
+    for key, headers in got.items():
+        assert headers == (json.loads(stored[key]) or {}) == (decoded[key] or {}), key
+        assert type(headers) is dict
+    assert got["odd-1"]["name"] == "Zo\u00eb \u2603 \U0001f389"
+    assert got["odd-1"]["esc"] == "\u00e9\U0001f389"
+    assert got["odd-1"]["quote"] == 'a"b\\c'
+    assert got["odd-2"]["big"] == 2**70
+    assert got["odd-2"]["min64"] == -(2**63) - 1
+    assert type(got["odd-2"]["big"]) is int
+    assert got["odd-2"]["dec"] == 0.1
+    assert got["odd-3"]["a"]["b"] == [1, True, False, None, "x", {"c": []}]
+    assert got["odd-4"] == got["odd-5"] == {}

@@ -10,8 +10,9 @@ method. State changes are not here: they name the state they expect and live in 
 Claimed rows need no "processing" status: bucket ownership (ownership.py) makes a claim
 exclusive, and a crash between claim and record leaves the items pending for the next owner.
 Columns of a claimed row, by position (the relay reads them so, see relay/claim.py):
-id, uuid, event_name, event_key, bucket, payload, headers, errors_count, created_at, then
-for an inbox source_topic, source_partition, source_offset.
+id, uuid, event_name, event_key, bucket, payload, headers (as text: the relay parses it,
+faster than the connection's jsonb codec), errors_count, created_at, then for an inbox
+source_topic, source_partition, source_offset.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class ItemReads:
 
     def __init__(self, table: str, *, inbox: bool, strict_order: bool, object_header: str) -> None:
         columns = (
-            "t.id, t.uuid, t.event_name, t.event_key, t.bucket, t.payload, t.headers, "
+            "t.id, t.uuid, t.event_name, t.event_key, t.bucket, t.payload, t.headers::text, "
             "t.errors_count, t.created_at"
         )
         if inbox:
