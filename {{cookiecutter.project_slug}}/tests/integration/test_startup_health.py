@@ -204,10 +204,16 @@ def test_healthy_worker_and_consumer_say_ready(env: dict[str, str], tmp_path: Pa
     assert os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "") != CLOSED
 
 
-def frozen_by(records: list[dict[str, Any]], thresholds: str) -> list[int]:
-    """The object counts of the startup's "gc: N objects ... frozen" lines with `thresholds`."""
-    lines = messages(records, "outbox_engine.gc_tuning")
-    return [int(m.split()[1]) for m in lines if m.endswith(f"frozen, thresholds {thresholds}")]
+def gc_lines(
+    env: dict[str, str], command: str, port_setting: str, want: str, log: Path
+) -> list[str]:
+    """What `command` logged of its collector, once it answered `/readyz` with 200."""
+    port = free_port()
+    status, body, records, _other = run_until(
+        command, {**env, port_setting: str(port)}, port, want, log
+    )
+    assert status == 200, body
+    return messages(records, "outbox_engine.gc_tuning")
 
 
 def test_each_process_sets_its_collector_from_gc_threshold(
@@ -215,28 +221,23 @@ def test_each_process_sets_its_collector_from_gc_threshold(
 ) -> None:
     """The worker with the default, the consumer with GC_THRESHOLD=2500 and the api with
     GC_THRESHOLD=0 (left alone): each logs what it did once, before it serves."""
-    port = free_port()
-    env.update(WORKER_PROBE_PORT=str(port))
-    status, body, records, _other = run_until(
-        "worker", env, port, "worker ready", tmp_path / "w.log"
-    )
-    assert status == 200, body
-    frozen = frozen_by(records, "(10000, 10, 10)")
-    # The imports of a worker (SQLAlchemy, pydantic, confluent-kafka, ...) leave far more.
-    assert [count > 50_000 for count in frozen] == [True], messages(records)
-    port = free_port()
-    env.update(CONSUMER_PROBE_PORT=str(port), GC_THRESHOLD="2500")
-    status, body, records, _other = run_until(
-        "consumer", env, port, ": ready: Kafka and PostgreSQL answer", tmp_path / "c.log"
-    )
-    assert status == 200, body
-    frozen = frozen_by(records, "(2500, 10, 10)")
-    assert [count > 50_000 for count in frozen] == [True], messages(records)
-    port = free_port()
-    env.update(API_PORT=str(port), GC_THRESHOLD="0")
-    status, body, records, _other = run_until("api", env, port, "ready", tmp_path / "a.log")
-    assert status == 200, body
-    assert messages(records, "outbox_engine.gc_tuning") == [
+    cases = [
+        ("worker", "WORKER_PROBE_PORT", "worker ready", {}, "(10000, 10, 10)"),
+        (
+            "consumer",
+            "CONSUMER_PROBE_PORT",
+            "Kafka and PostgreSQL answer",
+            {"GC_THRESHOLD": "2500"},
+            "(2500, 10, 10)",
+        ),
+    ]
+    for command, port_setting, want, extra, thresholds in cases:
+        lines = gc_lines({**env, **extra}, command, port_setting, want, tmp_path / f"{command}.log")
+        frozen = [int(m.split()[1]) for m in lines if m.endswith(f"thresholds {thresholds}")]
+        # The imports of a process (SQLAlchemy, pydantic, confluent-kafka, ...) leave far more.
+        assert [count > 50_000 for count in frozen] == [True], (command, lines)
+    env.update(GC_THRESHOLD="0")
+    assert gc_lines(env, "api", "API_PORT", "ready", tmp_path / "api.log") == [
         "gc: left as Python set it, thresholds (700, 10, 10)"
     ]
 
