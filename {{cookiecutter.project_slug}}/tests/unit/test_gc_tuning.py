@@ -45,7 +45,8 @@ while not collected and len(held) < 200_000:
     held.extend([] for _ in range(100))
 allocations = len(held)
 print(json.dumps({
-    "before": before, "frozen_before": frozen_before, "thresholds": state.thresholds, "now": gc.get_threshold(),
+    "before": before, "frozen_before": frozen_before,
+    "thresholds": state.thresholds, "now": gc.get_threshold(),
     "frozen": state.frozen, "freeze_count": gc.get_freeze_count(),
     "frozen_kept": frozen_kept, "collected": bool(collected), "allocations": allocations,
 }))

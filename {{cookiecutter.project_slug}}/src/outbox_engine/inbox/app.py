@@ -5,8 +5,9 @@ The console script's `consumer` command only parses its arguments into a
 first (a taken port stops the process before it connects, `ProbePortTaken`), runs every
 consumer until SIGTERM or SIGINT, then closes the probes and calls `cleanup` (the service
 disposes its engine there). Before the consumers run it sets the process's garbage collector
-(gc_tuning.py; `ConsumerOptions.gc_threshold`). `/healthz` fails when a consumer's poll loop has not turned for
-`stall_seconds`; `/readyz` is every consumer's readiness (inbox/readiness.py).
+(gc_tuning.py; `ConsumerOptions.gc_threshold`). `/healthz` fails when a consumer's poll loop
+has not turned for `stall_seconds`; `/readyz` is every consumer's readiness
+(inbox/readiness.py).
 """
 
 from __future__ import annotations
