@@ -8,15 +8,16 @@ left, moves every object alive then into the collector's permanent generation
 it. Reference counting, which frees almost everything, is not affected: only objects in
 reference cycles wait for a collection, and still get one.
 
-Why, measured on the bench machine (a worker relaying a 100k backlog, CPU of its process
-from /proc, 4 runs each): with Python's defaults (700 allocations, nothing frozen) a message
-cost the worker 26-31 us of CPU, with this call 18-20 us. A claimed batch's records live
-across several first-generation collections, so they are promoted and soon trigger full
-collections, and each full collection walked the ~130,000 objects the imports left
-(SQLAlchemy, pydantic, OpenTelemetry): 60-70 ms each, a pause of the relay too. Frozen,
-those objects are no longer walked; at 10,000 allocations a batch mostly dies before a
-collection sees it. docs/performance.md has the figures. The in-process helpers (tests,
-`drain()`) never call this: it changes the state of the whole interpreter.
+Why, measured on the bench machine (a worker relaying a 100k backlog on Python 3.12, CPU of
+its process from /proc, 4 runs each): with Python's defaults (700 allocations; 2,000 on
+3.13; nothing frozen) a message cost the worker 26-31 us of CPU, with this call 18-20 us.
+A claimed batch's records live across several first-generation collections, so they are
+promoted and soon trigger full collections, and each full collection walked the ~130,000
+objects the imports left (SQLAlchemy, pydantic, OpenTelemetry): 60-70 ms each, a pause of
+the relay too. Frozen, those objects are no longer walked; at 10,000 allocations a batch
+mostly dies before a collection sees it. docs/performance.md has the figures. The
+in-process helpers (tests, `drain()`) never call this: it changes the state of the whole
+interpreter.
 """
 
 from __future__ import annotations

@@ -67,24 +67,25 @@ def probe(threshold: int) -> dict[str, Any]:
 
 def test_the_threshold_is_set_startup_frozen_and_new_cycles_still_collected() -> None:
     got = probe(10_000)
-    assert got["before"] == [700, 10, 10]
-    assert got["thresholds"] == got["now"] == [10_000, 10, 10]
+    # Python's own first threshold: 700 on 3.12, 2,000 on 3.13; the older two stay.
+    assert got["before"][0] in (700, 2_000)
+    assert got["thresholds"] == got["now"] == [10_000, *got["before"][1:]]
     # Everything alive at the call (the imports: thousands of objects) is frozen ...
     assert got["frozen"] == got["freeze_count"] > got["frozen_before"] + 1_000
     assert got["frozen_kept"] is True
     # ... and a cycle made later is collected without an explicit collect, after about
-    # one threshold's worth of allocations (10,000 here), not Python's 700.
+    # one threshold's worth of allocations (10,000 here), not Python's 700 or 2,000.
     assert got["collected"] is True
     assert 9_000 <= got["allocations"] <= 11_000, got["allocations"]
 
 
 def test_zero_leaves_the_collector_as_python_set_it() -> None:
     got = probe(0)
-    assert got["thresholds"] == got["now"] == got["before"] == [700, 10, 10]
+    assert got["thresholds"] == got["now"] == got["before"]
     assert got["frozen"] == got["freeze_count"] == got["frozen_before"]
     assert got["frozen_kept"] is False
     assert got["collected"] is True
-    assert got["allocations"] <= 1_000, got["allocations"]
+    assert got["allocations"] <= got["before"][0], got["allocations"]
 
 
 def test_a_negative_threshold_is_refused_everywhere() -> None:
