@@ -39,23 +39,23 @@ class GcState:
     frozen: int
 
 
+def check_gc_threshold(threshold: int, name: str = "gc threshold") -> None:
+    """Raise ValueError, naming the setting `name`, unless `threshold` is 0 or more."""
+    if threshold < 0:
+        raise ValueError(f"{name} must be 0 (Python's defaults) or more, not {threshold}")
+
+
 def tune_gc(threshold: int = DEFAULT_GC_THRESHOLD) -> GcState:
     """Freeze what startup left and set the first generation's threshold (0: no change)."""
-    if threshold < 0:
-        raise ValueError(f"gc threshold must be 0 (Python's defaults) or more, not {threshold}")
+    check_gc_threshold(threshold)
+    first, second, third = gc.get_threshold()
     if threshold == 0:
-        state = GcState(_thresholds(), gc.get_freeze_count())
+        state = GcState((first, second, third), gc.get_freeze_count())
         log.info("gc: left as Python set it, thresholds %s", state.thresholds)
         return state
     gc.collect()
     gc.freeze()
-    _first, second, third = gc.get_threshold()
     gc.set_threshold(threshold, second, third)
-    state = GcState(_thresholds(), gc.get_freeze_count())
+    state = GcState((threshold, second, third), gc.get_freeze_count())
     log.info("gc: %d objects of startup frozen, thresholds %s", state.frozen, state.thresholds)
     return state
-
-
-def _thresholds() -> tuple[int, int, int]:
-    first, second, third = gc.get_threshold()
-    return first, second, third

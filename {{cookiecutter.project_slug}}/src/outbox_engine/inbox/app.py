@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from outbox_engine.config.boxes import ConfigError
 from outbox_engine.config.registry import Box, BoxRegistry
-from outbox_engine.gc_tuning import DEFAULT_GC_THRESHOLD, tune_gc
+from outbox_engine.gc_tuning import DEFAULT_GC_THRESHOLD, check_gc_threshold, tune_gc
 from outbox_engine.inbox.consumer import InboxConsumer
 from outbox_engine.inbox.readiness import consumers_readiness
 from outbox_engine.observability.observer import Observer
@@ -54,8 +54,7 @@ class ConsumerOptions:
     gc_threshold: int = DEFAULT_GC_THRESHOLD
 
     def __post_init__(self) -> None:
-        if self.gc_threshold < 0:
-            raise ValueError("gc_threshold must be 0 (Python's defaults) or more")
+        check_gc_threshold(self.gc_threshold, "gc_threshold")
 
 
 def inbox_boxes(registry: BoxRegistry, names: Sequence[str] = ()) -> list[Box]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from outbox_engine.gc_tuning import DEFAULT_GC_THRESHOLD
+from outbox_engine.gc_tuning import DEFAULT_GC_THRESHOLD, check_gc_threshold
 
 
 @dataclass(frozen=True)
@@ -42,5 +42,4 @@ class WorkerOptions:
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        if self.gc_threshold < 0:
-            raise ValueError("gc_threshold must be 0 (Python's defaults) or more")
+        check_gc_threshold(self.gc_threshold, "gc_threshold")
