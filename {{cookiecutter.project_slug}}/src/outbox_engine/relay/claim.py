@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, cast
 from uuid import UUID
@@ -52,7 +53,7 @@ class Claimer:
         async with self.connections.acquire() as conn:
             rows = await self.reads.claim(conn, order, per_bucket, limit, list(paused_keys))
         # Each key's items in id order whatever plan the database chose.
-        rows.sort(key=_bucket_and_id)
+        rows.sort(key=_BUCKET_AND_ID)
         to_record = self._to_record
         return [(to_record(row), row[5]) for row in rows]
 
@@ -87,8 +88,8 @@ class Claimer:
         )
 
 
-def _bucket_and_id(row: Any) -> tuple[int, int]:
-    return row[4], row[0]
+# A claimed row's (bucket, id), the order items go in (columns by position, store/items.py).
+_BUCKET_AND_ID = operator.itemgetter(4, 0)
 
 
 def _headers(value: Any) -> dict[str, Any]:

@@ -26,6 +26,9 @@ class OutcomeRecorder:
         self.box = box
         self.connections = connections
         self.observer = observer
+        # The base Observer (telemetry off) does nothing with outcomes: no list is built
+        # for it, a tuple per item of every batch.
+        self._observes_outcomes = type(observer).outcomes is not Observer.outcomes
         self.recorder = Recorder(box.table_name, box.name)
         # Outcomes dropped by the fence since start (see store/record.py).
         self.fenced_total = 0
@@ -79,6 +82,8 @@ class OutcomeRecorder:
         self.fenced(recorded.fenced, "recorded")
 
     def observe(self, slots: list[Slot], seconds: float) -> None:
+        if not self._observes_outcomes:
+            return
         self.observer.outcomes(
             self.box, [(slot.item, slot.outcome.decision.value) for slot in slots], seconds
         )

@@ -110,7 +110,7 @@ class _Deliveries:
     a `flush` on another thread cannot lose an increment.
     """
 
-    __slots__ = ("_done", "errors", "future", "loop", "size")
+    __slots__ = ("_done", "errors", "failed", "future", "loop", "size")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, size: int) -> None:
         self.loop = loop
@@ -118,17 +118,22 @@ class _Deliveries:
         self.future: asyncio.Future[list[Exception | None]] = loop.create_future()
         self.errors: list[KafkaError | Exception | None] = [None] * size
         self._done = itertools.count(1)
+        self.failed = False  # set by the first error: until then `errors` is all None
         if size == 0:
             self.future.set_result([])
 
     def report(self, index: int, error: KafkaError | Exception | None, _msg: Any = None) -> None:
         if error is not None:
             self.errors[index] = error
+            self.failed = True
         if next(self._done) == self.size:
             self.loop.call_soon_threadsafe(self._resolve)
 
     def _resolve(self) -> None:
         if self.future.done():  # cancelled: the relay stopped waiting (timeout, shutdown)
+            return
+        if not self.failed:  # the usual batch: every message delivered
+            self.future.set_result([None] * self.size)
             return
         self.future.set_result(
             [

@@ -38,6 +38,6 @@ class OutboxDelivery:
         box = self.ctx.box
         return all(
             isinstance(t, PipelinedTransport) and (t.fails_in_order or not strict)
-            for slot in slots
-            for t in box.transports_for(slot.item.event_name)
+            for name in {slot.item.event_name for slot in slots}
+            for t in box.transports_for(name)
         )

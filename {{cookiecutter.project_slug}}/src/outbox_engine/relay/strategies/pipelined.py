@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Sequence
 from outbox_engine.relay.batch import Slot, TransportFailed
 from outbox_engine.relay.outcomes import DEFERRED, DELIVERED, Decision
 from outbox_engine.relay.strategies.base import DeliveryContext, fail
-from outbox_engine.transports.base import PipelinedTransport
+from outbox_engine.transports.base import BaseTransport, PipelinedTransport
 
 log = logging.getLogger(__name__)
 
@@ -28,16 +28,19 @@ Reports = Sequence[BaseException | bool | None]
 async def deliver_pipelined(ctx: DeliveryContext, slots: list[Slot]) -> None:
     """Hand the whole batch to each transport in id order and wait for all outcomes."""
     box, observer = ctx.box, ctx.observer
-    # transport -> positions of its slots (most boxes have one transport per event).
+    # transport -> positions of its slots (most boxes have one transport per event); an
+    # event's transports are looked up once per batch, not once per item.
     groups: dict[int, tuple[PipelinedTransport, list[int]]] = {}
+    by_event: dict[str, list[list[int]]] = {}
     for position, slot in enumerate(slots):
         slot.start(observer, box)
-        for transport in box.transports_for(slot.item.event_name):
-            assert isinstance(transport, PipelinedTransport)
-            group = groups.get(id(transport))
-            if group is None:
-                group = groups[id(transport)] = (transport, [])
-            group[1].append(position)
+        targets = by_event.get(slot.item.event_name)
+        if targets is None:
+            targets = by_event[slot.item.event_name] = _targets(
+                groups, box.transports_for(slot.item.event_name)
+            )
+        for positions in targets:
+            positions.append(position)
     calls: list[Awaitable[Reports]] = []
     for transport, positions in groups.values():
         try:
@@ -101,6 +104,20 @@ def hold_keys_behind_failures(ctx: DeliveryContext, slots: list[Slot]) -> int:
         else:
             slot.outcome = DEFERRED
     return gaps
+
+
+def _targets(
+    groups: dict[int, tuple[PipelinedTransport, list[int]]], transports: Sequence[BaseTransport]
+) -> list[list[int]]:
+    """The position lists of `transports`' groups, made on first use."""
+    targets: list[list[int]] = []
+    for transport in transports:
+        assert isinstance(transport, PipelinedTransport)
+        group = groups.get(id(transport))
+        if group is None:
+            group = groups[id(transport)] = (transport, [])
+        targets.append(group[1])
+    return targets
 
 
 async def _failed_all(exc: BaseException, count: int) -> list[BaseException | bool | None]:
