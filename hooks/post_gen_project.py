@@ -27,6 +27,7 @@ REMOVE_WHEN: dict[tuple[str, object], tuple[str, ...]] = {
         "tests/integration/test_tracing.py",
         "tests/integration/test_otlp_logs.py",
         "tests/unit/test_dashboards.py",
+        "tests/unit/test_telemetry_observer.py",
         "deploy/otel",
     ),
     ("ci", "github"): (".gitlab-ci.yml",),

@@ -28,7 +28,7 @@ class OutcomeRecorder:
         self.observer = observer
         # The base Observer (telemetry off) does nothing with outcomes: no list is built
         # for it, a tuple per item of every batch.
-        self._observes_outcomes = type(observer).outcomes is not Observer.outcomes
+        self._observes_outcomes = observer.observes("outcomes")
         self.recorder = Recorder(box.table_name, box.name)
         # Outcomes dropped by the fence since start (see store/record.py).
         self.fenced_total = 0

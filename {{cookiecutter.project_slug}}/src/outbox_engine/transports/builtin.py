@@ -120,12 +120,15 @@ class KafkaTransport(PipelinedTransport):
         spans: list[tuple[int, PublishSpan]] = []
         messages: list[OutgoingMessage] = []
         stamps: dict[datetime, str] = {}
+        tracing = observer.observes("publishing")
+        trace: dict[str, str] | None = None
         for index, (item, payload) in enumerate(items):
             topic = self.topic_for(item)
-            span = observer.publishing(item, topic)
-            trace = span.headers()
-            if span is not NO_SPAN:
-                spans.append((index, span))
+            if tracing:
+                span = observer.publishing(item, topic)
+                trace = span.headers()
+                if span is not NO_SPAN:
+                    spans.append((index, span))
             created_at = stamps.get(item.created_at)
             if created_at is None:
                 created_at = stamps[item.created_at] = item.created_at.isoformat()

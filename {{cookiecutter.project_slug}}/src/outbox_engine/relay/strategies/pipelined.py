@@ -32,8 +32,10 @@ async def deliver_pipelined(ctx: DeliveryContext, slots: list[Slot]) -> None:
     # event's transports are looked up once per batch, not once per item.
     groups: dict[int, tuple[PipelinedTransport, list[int]]] = {}
     by_event: dict[str, list[list[int]]] = {}
+    scoped = observer.observes("processing")
     for position, slot in enumerate(slots):
-        slot.start(observer, box)
+        if scoped:
+            slot.start(observer, box)
         targets = by_event.get(slot.item.event_name)
         if targets is None:
             targets = by_event[slot.item.event_name] = _targets(
@@ -76,7 +78,8 @@ async def deliver_pipelined(ctx: DeliveryContext, slots: list[Slot]) -> None:
             fail(ctx, slot, error)
         else:
             slot.outcome = DELIVERED
-        slot.finish(error)
+        if scoped:
+            slot.finish(error)
 
 
 def hold_keys_behind_failures(ctx: DeliveryContext, slots: list[Slot]) -> int:
