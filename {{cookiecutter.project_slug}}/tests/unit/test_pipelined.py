@@ -43,15 +43,15 @@ class Recording(PipelinedTransport):
 
     async def _outcomes(self, ids: list[int]) -> list[BaseException | bool | None]:
         return [
-            RuntimeError(f"broken {n}") if n in self.broken else (n not in self.refuse or False)
-            for n in ids
+            RuntimeError(f"broken {n}") if n in self.broken else n not in self.refuse for n in ids
         ]
 
 
 class Unready(PipelinedTransport):
     """Raises while being handed the batch (a producer not started, say)."""
 
-    calls = 0
+    def __init__(self) -> None:
+        self.calls = 0
 
     def enqueue(self, item: ItemRecord, payload: bytes) -> Awaitable[bool | None]:
         raise AssertionError("not used")
@@ -59,7 +59,7 @@ class Unready(PipelinedTransport):
     def enqueue_many(
         self, items: Sequence[tuple[ItemRecord, bytes]]
     ) -> Awaitable[Sequence[BaseException | bool | None]]:
-        Unready.calls += 1
+        self.calls += 1
         raise ConnectionError("not ready")
 
 
@@ -110,13 +110,12 @@ def test_an_item_fails_when_one_of_its_events_transports_fails() -> None:
 
 
 def test_a_transport_that_raises_when_handed_the_batch_fails_only_its_items() -> None:
-    fine = Recording()
-    Unready.calls = 0
-    box = _box([("a", fine), ("b", Unready())])
+    fine, unready = Recording(), Unready()
+    box = _box([("a", fine), ("b", unready)])
     slots = _slots("abba")
     _deliver(box, slots)
     assert fine.calls == [[1, 4]]
-    assert Unready.calls == 1
+    assert unready.calls == 1
     assert [slot.outcome.decision for slot in slots] == [
         Decision.DELIVERED,
         Decision.RETRY,
