@@ -69,6 +69,9 @@ class BatchReport:
     discarded: int = 0
     deferred: int = 0
     unavailable: int = 0
+    # What the first unavailable item was told (say, `kafka: _MSG_TIMED_OUT: ...`), for the
+    # worker's back-off line: an outage that outlasts its cause needs its reason in the log.
+    unavailable_error: str | None = None
 
     @property
     def full(self) -> bool:

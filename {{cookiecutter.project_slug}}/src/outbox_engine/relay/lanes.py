@@ -97,8 +97,8 @@ class Lanes:
                 REPEATS.log(
                     log,
                     logging.WARNING,
-                    f"box {box.name}: destination unavailable for {report.unavailable} items; "
-                    f"backing off {delay:.1f}s (no retry consumed)",
+                    f"box {box.name}: destination unavailable for {report.unavailable} items "
+                    f"({report.unavailable_error}); backing off {delay:.1f}s (no retry consumed)",
                     key=f"unavailable:{box.name}",
                 )
                 await sleep(delay)

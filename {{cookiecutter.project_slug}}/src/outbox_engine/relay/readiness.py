@@ -3,9 +3,11 @@
 A worker is ready when its lock connection to PostgreSQL is up (the rebalance loop in
 relay/worker.py reports it) and, if a box relays to Kafka, Kafka answers a metadata request
 for the first Kafka transport's topic (checked here every `kafka_check_interval`; not the
-whole cluster's metadata, which costs CPU in proportion to its topics). "worker ready" is
-logged once, the first time both answer; an outage is logged when it starts and when it
-ends, never per check, so a long outage does not flood the log. The startup helpers
+whole cluster's metadata, which costs CPU in proportion to its topics). After a check that
+passed, the producer replaces its client if partitions are stuck (`KafkaProducer.recover`,
+transports/kafka_stuck.py). "worker ready" is logged once, the first time both answer; an
+outage is logged when it starts and when it ends, never per check, so a long outage does
+not flood the log. The startup helpers
 (`checked_topic`, `describe_dsn`, `kafka_timeout_warnings`) say what the worker will wait
 for and warn about settings that would turn a Kafka outage into consumed retries.
 """
@@ -122,6 +124,9 @@ class WorkerHealth:
             try:
                 producer.start()
                 await producer.check(wait_seconds=3.0, topic=self.kafka_topic)
+                # The cluster answers: a client that still cannot write to a partition it
+                # lists a leader for is replaced (logged there; see transports/kafka_stuck.py).
+                await producer.recover()
                 if self.kafka_problem is not None and self.kafka_checked.is_set():
                     log.info("Kafka reachable again")
                 self.kafka_problem = None

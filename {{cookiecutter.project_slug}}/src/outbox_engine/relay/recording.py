@@ -72,6 +72,8 @@ class OutcomeRecorder:
                 discards.append((slot.item.id, outcome.error or ""))
             elif decision is Decision.UNAVAILABLE:
                 report.unavailable += 1
+                if report.unavailable_error is None:
+                    report.unavailable_error = outcome.error
             else:
                 report.deferred += 1
         report.discarded = len(discards)

@@ -8,13 +8,16 @@ message, so a relay can wait for thousands of delivery reports at little cost.
 librdkafka's own log lines and the producer's client errors go through Python logging,
 repeats summarised once per window (see kafka_logs.py): a broker that is down costs a few
 lines per half minute, not several per second.
+
+A client that cannot write to a partition while the cluster can (its messages time out,
+the cluster answers and lists the partition's leader) is replaced by `recover()`: seen
+after a cluster restart, see kafka_stuck.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import logging
 import threading
 import time
@@ -24,8 +27,29 @@ from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from outbox_engine.transports.base import PermanentFailure, TransportUnavailable
-from outbox_engine.transports.kafka_logs import REPEATS, client_config, log_client_error
+from outbox_engine.transports.base import TransportUnavailable
+from outbox_engine.transports.kafka_client import PollingClient
+from outbox_engine.transports.kafka_logs import REPEATS, log_client_error
+from outbox_engine.transports.kafka_reports import (
+    PERMANENT_ERRORS,
+    UNAVAILABLE_ERRORS,
+    Deliveries,
+    OutgoingMessage,
+    classify,
+    describe,
+    timed_out,
+)
+from outbox_engine.transports.kafka_stuck import Partition, StuckPartitions
+
+__all__ = [
+    "DEFAULT_PRODUCER_CONFIG",
+    "PERMANENT_ERRORS",
+    "UNAVAILABLE_ERRORS",
+    "KafkaProducer",
+    "OutgoingMessage",
+    "classify",
+    "describe",
+]
 
 log = logging.getLogger(__name__)
 
@@ -47,143 +71,47 @@ DEFAULT_PRODUCER_CONFIG: dict[str, Any] = {
     "socket.keepalive.enable": True,
 }
 
-# Errors that mean "the cluster is not reachable or not ready": the item stays pending and
-# no retry is consumed.
-UNAVAILABLE_ERRORS = frozenset(
-    {
-        KafkaError._MSG_TIMED_OUT,
-        KafkaError._TIMED_OUT,
-        KafkaError._TRANSPORT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError._RESOLVE,
-        KafkaError.NOT_ENOUGH_REPLICAS,
-        KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError.NETWORK_EXCEPTION,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError._QUEUE_FULL,
-    }
-)
-# Errors that retrying will not fix.
-PERMANENT_ERRORS = frozenset(
-    {
-        KafkaError.MSG_SIZE_TOO_LARGE,
-        KafkaError.INVALID_MSG,
-        KafkaError.TOPIC_AUTHORIZATION_FAILED,
-        KafkaError.TOPIC_EXCEPTION,
-        KafkaError.RECORD_LIST_TOO_LARGE,
-        KafkaError._INVALID_ARG,
-    }
-)
-
-
-def describe(error: object) -> str:
-    """`_TRANSPORT: Failed to get metadata: ...` rather than `KafkaError{code=...}`."""
-    if isinstance(error, KafkaError):
-        return f"{error.name()}: {error.str()}"
-    return str(error)
-
-
-def classify(error: KafkaError) -> Exception:
-    """Turn a librdkafka error into the exception the engine understands."""
-    code = error.code()
-    text = f"kafka: {error.name()}: {error.str()}"
-    if code in UNAVAILABLE_ERRORS or error.retriable():
-        return TransportUnavailable(text)
-    if code in PERMANENT_ERRORS or error.fatal():
-        return PermanentFailure(text)
-    return RuntimeError(text)
-
-
-# One message for `KafkaProducer.produce_batch`: topic, value, key, headers.
-OutgoingMessage = tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]
-
-
-class _Deliveries:
-    """The delivery reports of one batch, collected on the poll thread.
-
-    One counter and one list for the whole batch, and one wake-up of the event loop when the
-    last report arrives: no asyncio future and no loop callback per message. The counter is
-    an `itertools.count`, whose `next` is atomic, so reports served by the poll thread and by
-    a `flush` on another thread cannot lose an increment.
-    """
-
-    __slots__ = ("_done", "errors", "failed", "future", "loop", "size")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, size: int) -> None:
-        self.loop = loop
-        self.size = size
-        self.future: asyncio.Future[list[Exception | None]] = loop.create_future()
-        self.errors: list[KafkaError | Exception | None] = [None] * size
-        self._done = itertools.count(1)
-        self.failed = False  # set by the first error: until then `errors` is all None
-        if size == 0:
-            self.future.set_result([])
-
-    def report(self, index: int, error: KafkaError | Exception | None, _msg: Any = None) -> None:
-        if error is not None:
-            self.errors[index] = error
-            self.failed = True
-        if next(self._done) == self.size:
-            self.loop.call_soon_threadsafe(self._resolve)
-
-    def _resolve(self) -> None:
-        if self.future.done():  # cancelled: the relay stopped waiting (timeout, shutdown)
-            return
-        if not self.failed:  # the usual batch: every message delivered
-            self.future.set_result([None] * self.size)
-            return
-        self.future.set_result(
-            [
-                None if e is None else (classify(e) if isinstance(e, KafkaError) else e)
-                for e in self.errors
-            ]
-        )
-
 
 class KafkaProducer:
-    """One idempotent producer per process, shared by every Kafka transport."""
+    """One idempotent producer per process, shared by every Kafka transport.
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    `recover()` (called by the worker after each Kafka check that passed) replaces the
+    librdkafka client when partitions are stuck: their messages time out while the
+    cluster answers and lists their leaders (kafka_stuck.py). At most once per
+    `replace_interval` seconds; the client replaced is flushed (its messages delivered or
+    timed out, their reports served) and closed in the background.
+    """
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        stuck_after_seconds: float = 60.0,
+        replace_interval: float = 300.0,
+    ) -> None:
         self._config = {**DEFAULT_PRODUCER_CONFIG, **config}
-        self._producer: Producer | None = None
+        self._client: PollingClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reports: deque[tuple[asyncio.Future[None], KafkaError | None]] = deque()
         self._reports_lock = threading.Lock()
         self._drain_scheduled = False
-        self._thread: threading.Thread | None = None
-        self._stopping = threading.Event()
+        self.stuck = StuckPartitions(stuck_after_seconds)
+        self.replace_interval = replace_interval
+        self.replacements = 0  # clients replaced since start
+        self._replaced_at: float | None = None
+        self._retiring: set[asyncio.Task[None]] = set()
 
     @property
     def config(self) -> dict[str, Any]:
         return dict(self._config)
 
     def start(self) -> None:
-        if self._producer is not None:
+        if self._client is not None:
             return
         self._loop = asyncio.get_running_loop()
-        self._producer = Producer(client_config({**self._config, "error_cb": self._on_error}))
-        self._stopping.clear()
-        self._thread = threading.Thread(
-            target=self._poll_forever, name="kafka-producer", daemon=True
-        )
-        self._thread.start()
+        self._client = PollingClient({**self._config, "error_cb": self._on_error})
 
     def _on_error(self, error: KafkaError) -> None:
         log_client_error(log, logging.WARNING, f"kafka producer: {describe(error)}")
-
-    def _poll_forever(self) -> None:
-        assert self._producer is not None
-        next_sweep = 0.0
-        while not self._stopping.is_set():
-            # poll() returns as soon as it has served a report, so under load the wait is
-            # never reached; idle, a longer wait is fewer wake-ups (20/s at 0.05 s).
-            self._producer.poll(0.5)
-            if time.monotonic() >= next_sweep:  # summaries of repeated log lines, when due
-                next_sweep = time.monotonic() + 1.0
-                REPEATS.sweep()
 
     def _on_delivery(self, future: asyncio.Future[None], error: KafkaError | None) -> None:
         # Runs on the poll thread: queue the report and wake the loop at most once per batch.
@@ -208,6 +136,11 @@ class KafkaProducer:
             else:
                 future.set_exception(classify(error))
 
+    def _producer(self) -> Producer:
+        if self._client is None or self._loop is None:
+            raise TransportUnavailable("kafka producer is not started")
+        return self._client.producer
+
     def produce(
         self,
         topic: str,
@@ -216,22 +149,25 @@ class KafkaProducer:
         headers: Sequence[tuple[str, bytes]],
     ) -> asyncio.Future[None]:
         """Hand one message to librdkafka; the future completes with its delivery report."""
-        if self._producer is None or self._loop is None:
-            raise TransportUnavailable("kafka producer is not started")
+        producer = self._producer()
+        assert self._loop is not None
         future: asyncio.Future[None] = self._loop.create_future()
+        stuck = self.stuck
 
-        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            if err is not None:
+                timed_out(stuck, err, msg)
+            elif stuck.watching:
+                stuck.delivered(cast(str, msg.topic()), cast(int, msg.partition()))
             self._on_delivery(future, err)
 
         while True:
             try:
-                self._producer.produce(
-                    topic, value, key, headers=list(headers), on_delivery=on_delivery
-                )
+                producer.produce(topic, value, key, headers=list(headers), on_delivery=on_delivery)
                 return future
             except BufferError:
                 # The local queue is full: let the poll thread drain it, then try again.
-                self._producer.poll(0.01)
+                producer.poll(0.01)
             except KafkaException as exc:
                 future.set_exception(classify(exc.args[0]))
                 return future
@@ -243,10 +179,9 @@ class KafkaProducer:
         has its delivery report, with one entry per message: None (delivered) or the
         exception `classify` makes of its error. This is the relay's path: thousands of
         messages cost one future and one wake-up of the event loop."""
-        if self._producer is None or self._loop is None:
-            raise TransportUnavailable("kafka producer is not started")
-        producer = self._producer
-        deliveries = _Deliveries(self._loop, len(messages))
+        producer = self._producer()
+        assert self._loop is not None
+        deliveries = Deliveries(self._loop, len(messages), self.stuck)
         report = deliveries.report
         for index, (topic, value, key, headers) in enumerate(messages):
             callback = functools.partial(report, index)
@@ -270,24 +205,91 @@ class KafkaProducer:
         is built into Python objects, every partition of every topic, each time (1,229
         topics of 4,598 partitions on the bench machine: 27 ms of CPU a check; one topic:
         0.4 ms)."""
-        if self._producer is None:
-            raise TransportUnavailable("kafka producer is not started")
-        producer = self._producer
+        producer = self._producer()
         try:
             await asyncio.to_thread(producer.list_topics, topic, timeout=wait_seconds)
         except KafkaException as exc:
+            # Timeouts while the cluster does not answer are an outage, not a stuck client:
+            # a partition's streak starts again once it answers.
+            self.stuck.forget()
             raise TransportUnavailable(f"kafka: {describe(exc.args[0])}") from None
 
-    async def close(self, wait_seconds: float = 10.0) -> None:
-        if self._producer is None:
+    async def recover(self, wait_seconds: float = 3.0) -> list[Partition]:
+        """Replace the client if partitions are stuck and the cluster lists a leader for
+        them (a partition without one is an outage, which a new client would not end).
+        Returns the partitions that made it replace the client ([] when it did not)."""
+        stuck = self.stuck.stuck()
+        if not stuck or self._client is None:
+            return []
+        last = self._replaced_at
+        if last is not None and time.monotonic() - last < self.replace_interval:
+            return []
+        led = await led_partitions(self._client.producer, stuck, wait_seconds)
+        if led:
+            self.replace(
+                f"messages to {', '.join(f'{t}[{p}]' for t, p in led)} timed out for "
+                f"{self.stuck.after_seconds:g} s or more while the cluster answered and "
+                "listed their leaders"
+            )
+        return led
+
+    def replace(self, reason: str) -> None:
+        """Start a new client for what is produced from now on; flush and close the old one
+        in the background (its batches get their reports)."""
+        old = self._client
+        if old is None or self._loop is None:
             return
-        producer = self._producer
-        remaining = await asyncio.to_thread(producer.flush, wait_seconds)
+        self._client = PollingClient({**self._config, "error_cb": self._on_error})
+        self.stuck.forget()
+        self.replacements += 1
+        self._replaced_at = time.monotonic()
+        log.warning(
+            "kafka producer: %s; replaced the producer's client (librdkafka instance), "
+            "replacement %d (at most one every %g s); items stay pending, no retry consumed",
+            reason,
+            self.replacements,
+            self.replace_interval,
+        )
+        flush_seconds = float(self._config.get("message.timeout.ms", 300_000)) / 1000 + 5.0
+        task = self._loop.create_task(self._retire(old, flush_seconds))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def _retire(self, client: PollingClient, wait_seconds: float) -> None:
+        remaining = await client.close(wait_seconds)
+        if remaining:
+            log.warning("replaced kafka producer closed with %d undelivered messages", remaining)
+
+    async def close(self, wait_seconds: float = 10.0) -> None:
+        if self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)
+        if self._client is None:
+            return
+        remaining = await self._client.close(wait_seconds)
         if remaining:
             log.warning("kafka producer closed with %d undelivered messages", remaining)
-        self._stopping.set()
-        if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, 2.0)
         self._drain()
-        self._producer = None
+        self._client = None
         REPEATS.flush()
+
+
+async def led_partitions(
+    producer: Producer, partitions: Sequence[Partition], wait_seconds: float
+) -> list[Partition]:
+    """Those of `partitions` whose topic's metadata lists a leader for them (a topic whose
+    metadata request fails or errs contributes none)."""
+    led: list[Partition] = []
+    for topic in sorted({t for t, _ in partitions}):
+        try:
+            metadata = await asyncio.to_thread(producer.list_topics, topic, timeout=wait_seconds)
+        except KafkaException:
+            continue
+        described = metadata.topics.get(topic)
+        if described is None or described.error is not None:
+            continue
+        for name, number in partitions:
+            if name == topic:
+                found = described.partitions.get(number)
+                if found is not None and found.error is None and found.leader >= 0:
+                    led.append((name, number))
+    return led
