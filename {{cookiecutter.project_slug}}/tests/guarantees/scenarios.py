@@ -138,7 +138,7 @@ async def run_scenario(
 
         drained = await wait_until(settled, within=scenario.drain_within)
         if not drained:
-            notes.append(f"worker /healthz: {await stack.worker_health()}")
+            notes.append(f"workers: {await stack.worker_health()}")
         else:
             # Every message stored: once the input runs dry the consumers commit it all,
             # whatever commits the fault made fail or undid (inbox/commits.py).
@@ -183,6 +183,11 @@ async def run_scenario(
             await fresh_tables(container)
         finally:
             await shutdown(container)
+    # A Kafka client replaced for partitions it could not write (transports/kafka_stuck.py):
+    # said in the report, so a run shows whether it took one.
+    replaced = stack.count_in_logs("replaced the producer's client")
+    if replaced:
+        notes.append(f"kafka producer clients replaced: {replaced}")
     row.scenario = scenario.name
     row.restarts = stack.restarts
     row.seconds = time.monotonic() - started

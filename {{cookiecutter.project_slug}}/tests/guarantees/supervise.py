@@ -176,16 +176,32 @@ class Stack:
                 await asyncio.to_thread(process.wait, 10)
 
     async def worker_health(self) -> str:
-        """What each worker's /healthz says (a lane that stopped turning shows there)."""
+        """What each worker's /healthz (a lane that stopped turning shows there) and /readyz
+        (PostgreSQL, Kafka) say."""
         answers = []
         async with httpx.AsyncClient(timeout=5.0) as client:
             for name, port in self.probe_ports.items():
-                try:
-                    response = await client.get(f"http://127.0.0.1:{port}/healthz")
-                    answers.append(f"{name} {response.status_code} {response.text[:200]}")
-                except httpx.HTTPError as exc:
-                    answers.append(f"{name} {type(exc).__name__}")
+                for path in ("healthz", "readyz"):
+                    try:
+                        response = await client.get(f"http://127.0.0.1:{port}/{path}")
+                        text = f"{response.status_code} {response.text[:200]}"
+                    except httpx.HTTPError as exc:
+                        text = type(exc).__name__
+                    answers.append(f"{name} /{path} {text}")
         return ", ".join(answers)
+
+    def count_in_logs(self, text: str) -> dict[str, int]:
+        """How many lines of each process's log contain `text` (processes with none left out)."""
+        counts = {}
+        for process in self.processes.values():
+            try:
+                lines = process.log_path.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            found = sum(text in line for line in lines)
+            if found:
+                counts[process.name] = found
+        return counts
 
     def tails(self) -> str:
         return "\n".join(

@@ -99,7 +99,7 @@ async def test_real_timeouts_on_led_partitions_replace_the_client_once(
     producer.start()
     try:
         await producer.check(wait_seconds=10.0, topic=topic)
-        assert await producer.recover() == []  # nothing timed out yet
+        assert await producer.recover() is None  # nothing timed out yet
         outcomes = await asyncio.wait_for(producer.produce_batch(_batch(topic, 0, 20_000)), 30)
         failed = [o for o in outcomes if o is not None]
         assert failed, "no message timed out"
@@ -111,14 +111,17 @@ async def test_real_timeouts_on_led_partitions_replace_the_client_once(
         assert producer.stuck.stuck() == []  # not for a minute yet
         clock.now += 60.0
         assert producer.stuck.stuck() == watched
-        assert await producer.recover() == watched
+        reason = await producer.recover()
+        assert reason is not None
+        named = ", ".join(f"{t}[{p}]" for t, p in watched)
+        assert reason.startswith(f"messages to {named} timed out for 60 s or more"), reason
         assert producer.replacements == 1
         assert producer.stuck.watched() == []  # the new client starts with no history
         # Stuck again at once: not replaced again within replace_interval.
         producer.stuck.timed_out(topic, 0)
         clock.now += 60.0
         assert producer.stuck.stuck() == [(topic, 0)]
-        assert await producer.recover() == []
+        assert await producer.recover() is None
         assert producer.replacements == 1
     finally:
         await producer.close(wait_seconds=5.0)
@@ -139,7 +142,7 @@ async def test_no_replacement_for_partitions_without_a_leader_or_a_cluster(
             for name, partition in unled:  # no such partitions: no leader listed
                 producer.stuck.timed_out(name, partition)
         assert producer.stuck.stuck() == unled
-        assert await producer.recover() == []
+        assert await producer.recover() is None
         assert producer.replacements == 0
         # A message delivered to a watched partition ends its streak (the real report path).
         producer.stuck.timed_out(topic, 0)
@@ -159,7 +162,7 @@ async def test_no_replacement_for_partitions_without_a_leader_or_a_cluster(
         await asyncio.sleep(0.12)
         unreachable.stuck.timed_out(topic, 0)
         assert unreachable.stuck.stuck() == [(topic, 0)]
-        assert await unreachable.recover(wait_seconds=1.0) == []  # no metadata: an outage
+        assert await unreachable.recover(wait_seconds=1.0) is None  # no metadata: an outage
         assert unreachable.replacements == 0
     finally:
         await unreachable.close(wait_seconds=1.0)
@@ -212,3 +215,65 @@ async def test_the_workers_kafka_check_replaces_a_stuck_client_and_says_why(
         assert unreachable.stuck.watched() == []
     finally:
         await unreachable.close(wait_seconds=1.0)
+
+
+async def test_close_purges_a_replaced_client_that_cannot_flush(container: Container) -> None:
+    """Shutdown does not wait out a replaced client's message timeout: after `wait_seconds`
+    what it holds is purged, and its batch resolves as unavailable (no retry consumed)."""
+    config = {
+        **container.settings().kafka_config(),
+        "bootstrap.servers": "127.0.0.1:9",
+        "message.timeout.ms": 120_000,
+    }
+    producer = KafkaProducer(config)
+    producer.start()
+    batch = producer.produce_batch(_batch("never-written", 0, 50))
+    producer.replace("a test")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await producer.close(wait_seconds=1.0)
+    assert loop.time() - started < 10.0
+    outcomes = await asyncio.wait_for(batch, 5)
+    assert len(outcomes) == 50
+    assert all(isinstance(o, TransportUnavailable) for o in outcomes), outcomes[:3]
+    assert all("_PURGE" in str(o) for o in outcomes), outcomes[:3]
+
+
+async def test_a_client_that_cannot_reach_a_cluster_a_new_client_reaches_is_replaced(
+    container: Container, topic: str
+) -> None:
+    """Case (b): the checks fail; after `stuck_after_seconds` a client made for the purpose
+    asks (at most once per `stuck_after_seconds`); replaced only when it gets an answer."""
+    real = container.settings().kafka_config()["bootstrap.servers"]
+    producer = KafkaProducer(
+        {**container.settings().kafka_config(), "bootstrap.servers": "127.0.0.1:9"},
+        stuck_after_seconds=0.5,
+    )
+    producer.start()
+    loop = asyncio.get_running_loop()
+    try:
+        with pytest.raises(TransportUnavailable):
+            await producer.check(wait_seconds=0.5, topic=topic)
+        assert await producer.recover(wait_seconds=0.5) is None  # failing for < 0.5 s
+        await asyncio.sleep(0.5)
+        started = loop.time()
+        assert await producer.recover(wait_seconds=0.5) is None  # a new client: no answer
+        assert loop.time() - started >= 0.4  # it asked (and waited)
+        started = loop.time()
+        assert await producer.recover(wait_seconds=0.5) is None
+        assert loop.time() - started < 0.2  # not again within 0.5 s
+        assert producer.replacements == 0
+        # The cluster reachable for a client made now, not for this one: a new client's
+        # settings point at it (the client made before stands for a stuck one).
+        producer._config["bootstrap.servers"] = real
+        await asyncio.sleep(0.5)
+        reason = await producer.recover(wait_seconds=5.0)
+        assert reason is not None
+        assert reason.startswith("its metadata requests failed for "), reason
+        assert reason.endswith(" s while a new client's was answered"), reason
+        assert producer.replacements == 1
+        await producer.check(wait_seconds=5.0, topic=topic)  # through the new client
+        await asyncio.wait_for(producer.produce(topic, b"after", b"k", []), 30)  # delivered
+        assert await producer.recover(wait_seconds=0.5) is None
+    finally:
+        await producer.close(wait_seconds=2.0)

@@ -3,13 +3,13 @@
 A worker is ready when its lock connection to PostgreSQL is up (the rebalance loop in
 relay/worker.py reports it) and, if a box relays to Kafka, Kafka answers a metadata request
 for the first Kafka transport's topic (checked here every `kafka_check_interval`; not the
-whole cluster's metadata, which costs CPU in proportion to its topics). After a check that
-passed, the producer replaces its client if partitions are stuck (`KafkaProducer.recover`,
+whole cluster's metadata, which costs CPU in proportion to its topics). After each check,
+the producer replaces its client if it is stuck (`KafkaProducer.recover`, see
 transports/kafka_stuck.py). "worker ready" is logged once, the first time both answer; an
 outage is logged when it starts and when it ends, never per check, so a long outage does
-not flood the log. The startup helpers
-(`checked_topic`, `describe_dsn`, `kafka_timeout_warnings`) say what the worker will wait
-for and warn about settings that would turn a Kafka outage into consumed retries.
+not flood the log. The startup helpers (`checked_topic`, `describe_dsn`,
+`kafka_timeout_warnings`) say what the worker will wait for and warn about settings that
+would turn a Kafka outage into consumed retries.
 """
 
 from __future__ import annotations
@@ -124,9 +124,6 @@ class WorkerHealth:
             try:
                 producer.start()
                 await producer.check(wait_seconds=3.0, topic=self.kafka_topic)
-                # The cluster answers: a client that still cannot write to a partition it
-                # lists a leader for is replaced (logged there; see transports/kafka_stuck.py).
-                await producer.recover()
                 if self.kafka_problem is not None and self.kafka_checked.is_set():
                     log.info("Kafka reachable again")
                 self.kafka_problem = None
@@ -138,6 +135,10 @@ class WorkerHealth:
                         exc,
                     )
                 self.kafka_problem = f"cannot reach Kafka ({exc})"
+            # A client that cannot write to partitions the cluster leads, or that has not
+            # reached a cluster a new client reaches, is replaced (logged there; see
+            # transports/kafka_stuck.py). The next check asks through the new one.
+            await producer.recover()
             self.kafka_checked.set()
             self.announce()
             await pacer.sleep(self.kafka_check_interval)

@@ -9,9 +9,9 @@ librdkafka's own log lines and the producer's client errors go through Python lo
 repeats summarised once per window (see kafka_logs.py): a broker that is down costs a few
 lines per half minute, not several per second.
 
-A client that cannot write to a partition while the cluster can (its messages time out,
-the cluster answers and lists the partition's leader) is replaced by `recover()`: seen
-after a cluster restart, see kafka_stuck.py.
+A client stuck after a cluster restart (it cannot write to partitions the cluster leads,
+or cannot reach a cluster a new client reaches) is replaced by `recover()`: see
+kafka_stuck.py.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, cast
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from outbox_engine.transports.base import TransportUnavailable
-from outbox_engine.transports.kafka_client import PollingClient
+from outbox_engine.transports.kafka_client import PollingClient, led_partitions, new_client_answers
 from outbox_engine.transports.kafka_logs import REPEATS, log_client_error
 from outbox_engine.transports.kafka_reports import (
     PERMANENT_ERRORS,
@@ -39,7 +39,7 @@ from outbox_engine.transports.kafka_reports import (
     describe,
     timed_out,
 )
-from outbox_engine.transports.kafka_stuck import Partition, StuckPartitions
+from outbox_engine.transports.kafka_stuck import StuckPartitions
 
 __all__ = [
     "DEFAULT_PRODUCER_CONFIG",
@@ -75,11 +75,10 @@ DEFAULT_PRODUCER_CONFIG: dict[str, Any] = {
 class KafkaProducer:
     """One idempotent producer per process, shared by every Kafka transport.
 
-    `recover()` (called by the worker after each Kafka check that passed) replaces the
-    librdkafka client when partitions are stuck: their messages time out while the
-    cluster answers and lists their leaders (kafka_stuck.py). At most once per
-    `replace_interval` seconds; the client replaced is flushed (its messages delivered or
-    timed out, their reports served) and closed in the background.
+    `recover()` (called by the worker after each Kafka check) replaces the librdkafka
+    client when it is stuck (kafka_stuck.py). At most once per `replace_interval`
+    seconds; the client replaced is flushed (its messages delivered or timed out, their
+    reports served) and closed in the background.
     """
 
     def __init__(
@@ -98,7 +97,10 @@ class KafkaProducer:
         self.replace_interval = replace_interval
         self.replacements = 0  # clients replaced since start
         self._replaced_at: float | None = None
-        self._retiring: set[asyncio.Task[None]] = set()
+        self._retiring: dict[asyncio.Task[None], PollingClient] = {}  # replaced, flushing
+        self._checked_topic: str | None = None  # the topic the checks ask for
+        self._failing_since: float | None = None  # the checks fail since (monotonic)
+        self._probed_at = float("-inf")  # the last new client asked (see recover)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -206,32 +208,56 @@ class KafkaProducer:
         topics of 4,598 partitions on the bench machine: 27 ms of CPU a check; one topic:
         0.4 ms)."""
         producer = self._producer()
+        self._checked_topic = topic
         try:
             await asyncio.to_thread(producer.list_topics, topic, timeout=wait_seconds)
         except KafkaException as exc:
             # Timeouts while the cluster does not answer are an outage, not a stuck client:
             # a partition's streak starts again once it answers.
             self.stuck.forget()
+            if self._failing_since is None:
+                self._failing_since = time.monotonic()
             raise TransportUnavailable(f"kafka: {describe(exc.args[0])}") from None
+        self._failing_since = None
 
-    async def recover(self, wait_seconds: float = 3.0) -> list[Partition]:
-        """Replace the client if partitions are stuck and the cluster lists a leader for
-        them (a partition without one is an outage, which a new client would not end).
-        Returns the partitions that made it replace the client ([] when it did not)."""
-        stuck = self.stuck.stuck()
-        if not stuck or self._client is None:
-            return []
+    async def recover(self, wait_seconds: float = 3.0) -> str | None:
+        """Replace the client if it is stuck (see kafka_stuck.py); the reason, or None.
+
+        Stuck: (a) the checks pass, and partitions have timed out for `stuck_after_seconds`
+        while the cluster lists their leaders (a partition without one is an outage, which
+        a new client would not end); or (b) the checks have failed for
+        `stuck_after_seconds` while a new client's metadata request, made here (at most once
+        per `stuck_after_seconds`), is answered."""
+        client = self._client
+        now = time.monotonic()
+        if client is None:
+            return None
         last = self._replaced_at
-        if last is not None and time.monotonic() - last < self.replace_interval:
-            return []
-        led = await led_partitions(self._client.producer, stuck, wait_seconds)
-        if led:
-            self.replace(
-                f"messages to {', '.join(f'{t}[{p}]' for t, p in led)} timed out for "
-                f"{self.stuck.after_seconds:g} s or more while the cluster answered and "
-                "listed their leaders"
-            )
-        return led
+        if last is not None and now - last < self.replace_interval:
+            return None
+        after = self.stuck.after_seconds
+        reason = None
+        if self._failing_since is None:
+            stuck = self.stuck.stuck()
+            led = await led_partitions(client.producer, stuck, wait_seconds) if stuck else []
+            if led:
+                reason = (
+                    f"messages to {', '.join(f'{t}[{p}]' for t, p in led)} timed out for "
+                    f"{after:g} s or more while the cluster answered and listed their leaders"
+                )
+        elif now - self._failing_since >= after and now - self._probed_at >= after:
+            answered = await new_client_answers(self._config, self._checked_topic, wait_seconds)
+            self._probed_at = time.monotonic()  # the next one a full interval after this
+            if answered:
+                reason = (
+                    f"its metadata requests failed for {now - self._failing_since:.0f} s "
+                    "while a new client's was answered"
+                )
+        if reason is not None and self._client is client:
+            self.replace(reason)
+            self._failing_since = None
+            return reason
+        return None
 
     def replace(self, reason: str) -> None:
         """Start a new client for what is produced from now on; flush and close the old one
@@ -252,8 +278,8 @@ class KafkaProducer:
         )
         flush_seconds = float(self._config.get("message.timeout.ms", 300_000)) / 1000 + 5.0
         task = self._loop.create_task(self._retire(old, flush_seconds))
-        self._retiring.add(task)
-        task.add_done_callback(self._retiring.discard)
+        self._retiring[task] = old
+        task.add_done_callback(lambda done: self._retiring.pop(done, None))
 
     async def _retire(self, client: PollingClient, wait_seconds: float) -> None:
         remaining = await client.close(wait_seconds)
@@ -262,6 +288,11 @@ class KafkaProducer:
 
     async def close(self, wait_seconds: float = 10.0) -> None:
         if self._retiring:
+            # A replaced client still flushing gets the same time, then what it holds is
+            # purged (reported as not delivered: those items stay pending).
+            await asyncio.wait(list(self._retiring), timeout=wait_seconds)
+            for client in self._retiring.values():
+                client.producer.purge()
             await asyncio.gather(*self._retiring, return_exceptions=True)
         if self._client is None:
             return
@@ -271,25 +302,3 @@ class KafkaProducer:
         self._drain()
         self._client = None
         REPEATS.flush()
-
-
-async def led_partitions(
-    producer: Producer, partitions: Sequence[Partition], wait_seconds: float
-) -> list[Partition]:
-    """Those of `partitions` whose topic's metadata lists a leader for them (a topic whose
-    metadata request fails or errs contributes none)."""
-    led: list[Partition] = []
-    for topic in sorted({t for t, _ in partitions}):
-        try:
-            metadata = await asyncio.to_thread(producer.list_topics, topic, timeout=wait_seconds)
-        except KafkaException:
-            continue
-        described = metadata.topics.get(topic)
-        if described is None or described.error is not None:
-            continue
-        for name, number in partitions:
-            if name == topic:
-                found = described.partitions.get(number)
-                if found is not None and found.error is None and found.leader >= 0:
-                    led.append((name, number))
-    return led

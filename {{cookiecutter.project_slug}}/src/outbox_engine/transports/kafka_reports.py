@@ -36,6 +36,10 @@ UNAVAILABLE_ERRORS = frozenset(
         KafkaError.NETWORK_EXCEPTION,
         KafkaError.COORDINATOR_NOT_AVAILABLE,
         KafkaError._QUEUE_FULL,
+        # Dropped by this process (a replaced client purged at shutdown), never the
+        # message's fault: not an attempt either.
+        KafkaError._PURGE_QUEUE,
+        KafkaError._PURGE_INFLIGHT,
     }
 )
 # Errors that retrying will not fix.
