@@ -41,8 +41,8 @@ from outbox_engine.inbox.rows import INBOX_NAMESPACE, REJECTED_HEADER
 from outbox_engine.inbox.window import check_window
 from outbox_engine.observability.observer import Observer
 from outbox_engine.store.pgconn import DriverConnections
-from outbox_engine.transports.kafka import describe
 from outbox_engine.transports.kafka_logs import REPEATS, client_config, log_client_error
+from outbox_engine.transports.kafka_reports import describe
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaException
 
 from outbox_engine.store.inbox import ping
 from outbox_engine.store.pgconn import DriverConnections
-from outbox_engine.transports.kafka import describe
+from outbox_engine.transports.kafka_reports import describe
 
 # The consumer's lines keep the logger they always had (log filters and dashboards use it).
 log = logging.getLogger("outbox_engine.inbox.consumer")

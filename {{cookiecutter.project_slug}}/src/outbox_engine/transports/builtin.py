@@ -22,7 +22,8 @@ from outbox_engine.transports.base import (
     Transport,
     TransportUnavailable,
 )
-from outbox_engine.transports.kafka import KafkaProducer, OutgoingMessage
+from outbox_engine.transports.kafka import KafkaProducer
+from outbox_engine.transports.kafka_reports import OutgoingMessage
 from outbox_engine.transports.resources import Resources
 
 log = logging.getLogger(__name__)

@@ -31,8 +31,6 @@ from outbox_engine.transports.base import TransportUnavailable
 from outbox_engine.transports.kafka_client import PollingClient, led_partitions, new_client_answers
 from outbox_engine.transports.kafka_logs import REPEATS, log_client_error
 from outbox_engine.transports.kafka_reports import (
-    PERMANENT_ERRORS,
-    UNAVAILABLE_ERRORS,
     Deliveries,
     OutgoingMessage,
     classify,
@@ -40,16 +38,6 @@ from outbox_engine.transports.kafka_reports import (
     timed_out,
 )
 from outbox_engine.transports.kafka_stuck import StuckPartitions
-
-__all__ = [
-    "DEFAULT_PRODUCER_CONFIG",
-    "PERMANENT_ERRORS",
-    "UNAVAILABLE_ERRORS",
-    "KafkaProducer",
-    "OutgoingMessage",
-    "classify",
-    "describe",
-]
 
 log = logging.getLogger(__name__)
 
