@@ -107,6 +107,16 @@ def boxes_yaml() -> dict[str, Any]:
     return loaded
 
 
+class Clock:
+    """A clock the test moves (`clock.now += 30.0`), for code that takes a `clock`."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def make_registry(
     outbox: dict[str, Any] | None = None, inbox: dict[str, Any] | None = None
 ) -> BoxRegistry:

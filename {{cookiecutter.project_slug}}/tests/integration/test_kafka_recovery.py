@@ -19,15 +19,7 @@ from outbox_engine.transports.builtin import KafkaTransport
 from outbox_engine.transports.kafka import KafkaProducer
 from outbox_engine.transports.kafka_stuck import StuckPartitions
 
-from ..support import make_registry, read_topic, transport
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from ..support import Clock, make_registry, read_topic, transport
 
 
 def _poll_threads() -> int:

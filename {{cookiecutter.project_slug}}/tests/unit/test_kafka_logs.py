@@ -15,18 +15,12 @@ from outbox_engine.transports.kafka_logs import (
     repeat_key,
 )
 
+from ..support import Clock
+
 REFUSED = (
     "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused "
     "(after {ms}ms in state CONNECT{extra})"
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def lines(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -6,13 +6,7 @@ import pytest
 
 from outbox_engine.transports.kafka_stuck import StuckPartitions
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from ..support import Clock
 
 
 def test_two_timeouts_a_minute_apart_make_a_partition_stuck() -> None:

@@ -35,7 +35,7 @@ from outbox_engine.transports.kafka_reports import (
     OutgoingMessage,
     classify,
     describe,
-    timed_out,
+    track,
 )
 from outbox_engine.transports.kafka_stuck import StuckPartitions
 
@@ -145,10 +145,7 @@ class KafkaProducer:
         stuck = self.stuck
 
         def on_delivery(err: KafkaError | None, msg: Message) -> None:
-            if err is not None:
-                timed_out(stuck, err, msg)
-            elif stuck.watching:
-                stuck.delivered(cast(str, msg.topic()), cast(int, msg.partition()))
+            track(stuck, err, msg)
             self._on_delivery(future, err)
 
         while True:

@@ -88,9 +88,7 @@ class Deliveries:
 
     __slots__ = ("_done", "errors", "failed", "future", "loop", "size", "stuck", "watching")
 
-    def __init__(
-        self, loop: asyncio.AbstractEventLoop, size: int, stuck: StuckPartitions | None = None
-    ) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, size: int, stuck: StuckPartitions) -> None:
         self.loop = loop
         self.size = size
         self.future: asyncio.Future[list[Exception | None]] = loop.create_future()
@@ -100,7 +98,7 @@ class Deliveries:
         self.stuck = stuck
         # Delivered messages' partitions are looked at only while some partition has
         # timeouts (decided per batch: the usual batch reads no message's partition).
-        self.watching = stuck is not None and stuck.watching
+        self.watching = stuck.watching
         if size == 0:
             self.future.set_result([])
 
@@ -108,10 +106,10 @@ class Deliveries:
         if error is not None:
             self.errors[index] = error
             self.failed = True
-            if self.stuck is not None and msg is not None:
-                timed_out(self.stuck, error, msg)
+            if msg is not None:  # None: produce() refused it, it never had a partition
+                track(self.stuck, error, msg)
         elif self.watching and msg is not None:
-            self.stuck.delivered(msg.topic(), msg.partition())  # type: ignore[union-attr]
+            self.stuck.delivered(msg.topic(), msg.partition())
         if next(self._done) == self.size:
             self.loop.call_soon_threadsafe(self._resolve)
 
@@ -129,7 +127,12 @@ class Deliveries:
         )
 
 
-def timed_out(stuck: StuckPartitions, error: object, msg: Any) -> None:
-    """Tell `stuck` of a message that timed out (other errors are not a stuck client)."""
-    if isinstance(error, KafkaError) and error.code() == KafkaError._MSG_TIMED_OUT:
-        stuck.timed_out(msg.topic(), msg.partition())
+def track(stuck: StuckPartitions, error: object, msg: Any) -> None:
+    """Tell `stuck` of one report: a timeout starts or extends its partition's streak (other
+    errors are not a stuck client), a delivery while any partition is watched ends one.
+    `Deliveries.report` inlines the delivered case, deciding `watching` once per batch."""
+    if error is not None:
+        if isinstance(error, KafkaError) and error.code() == KafkaError._MSG_TIMED_OUT:
+            stuck.timed_out(msg.topic(), msg.partition())
+    elif stuck.watching:
+        stuck.delivered(msg.topic(), msg.partition())
