@@ -81,8 +81,9 @@ def empty_database(server_url: str, prefix: str) -> Iterator[str]:
         asyncio.run(sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
-def migrate(database_url: str) -> None:
-    """alembic upgrade head, as `migrate` does (in a thread: env.py runs its own loop)."""
+def migrate(database_url: str, revision: str = "head", *, down: bool = False) -> None:
+    """alembic upgrade (or, with `down`, downgrade) to `revision`, as `migrate` does (in a
+    thread: env.py runs its own loop)."""
     config = Config()
     config.set_main_option("script_location", str(PROJECT_ROOT / "migrations"))
     config.set_main_option("sqlalchemy.url", database_url)
@@ -90,7 +91,7 @@ def migrate(database_url: str) -> None:
 
     def run() -> None:
         try:
-            command.upgrade(config, "head")
+            (command.downgrade if down else command.upgrade)(config, revision)
         except BaseException as exc:
             errors.append(exc)
 

@@ -270,6 +270,11 @@ def test_generated_boxes_migrate_and_run(
     assert listed.returncode == 0, listed.stderr
     assert "outbox audit_log_outbox_item: table audit_log_outbox_items" in listed.stdout
     assert "inbox  audit_inbox_item: table audit_inbox_items" in listed.stdout
+    # Generated boxes index open items only by key (delivered_key_index = False).
+    for table in ("audit_log_outbox_items", "audit_inbox_items"):
+        assert key_indexes(fresh_database, table) == {
+            f"ix_{table}_open_key_id": "(event_key, id) WHERE ((status = 0) OR (status = 1))"
+        }
 
     # Outbox: two items through the create API, relayed by a worker with no edit.
     create = (
@@ -336,6 +341,27 @@ def test_generated_boxes_migrate_and_run(
             process.wait(30)
     for process in workers:
         assert process.returncode == 0, process.stderr.read().decode() if process.stderr else ""
+
+
+def key_indexes(database_url: str, table: str) -> dict[str, str]:
+    """The (event_key, id) indexes of `table`: name -> columns and predicate."""
+    dsn = database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+
+    async def read() -> dict[str, str]:
+        conn = await asyncpg.connect(dsn)
+        try:
+            rows = await conn.fetch(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = $1", table
+            )
+        finally:
+            await conn.close()
+        return {
+            name: definition.split(" USING btree ", 1)[1]
+            for name, definition in rows
+            if "btree (event_key, id)" in definition and not name.endswith("_blocked")
+        }
+
+    return asyncio.run(read())
 
 
 def wait_rows(database_url: str, table: str, status: int, n: int, within: float = 60.0) -> bool:

@@ -12,9 +12,16 @@ Strict order, the third filter, runs at the database (the claim skips keys held 
 item in backoff or failed, see store/items.py) and in delivery (a key stops at its first
 undelivered item, see strategies/). Each look-up is one statement for the whole batch, and
 only when some item of the batch can be dropped by it.
+
+The superseded and coalesced look-ups read delivered items by key: on a table whose key index
+holds open items only (the class's `delivered_key_index = False`, store/models.py) they give
+the same answers from a slower plan, so the worker warns, once for `latest_available` when it
+starts and once for the first batch with coalescing items.
 """
 
 from __future__ import annotations
+
+import logging
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -26,6 +33,20 @@ from outbox_engine.store.items import ItemReads
 
 SUPERSEDED = "latest_available: a newer item of this key and event was delivered"
 COALESCED = "coalesced: a newer item of the same object supersedes it"
+
+log = logging.getLogger("outbox_engine.relay.worker")
+
+
+def unindexed_lookup(box: Box, what: str) -> str:
+    """The warning for a look-up of delivered items by key on a box that does not index them."""
+    cls = box.item_class.__name__
+    return (
+        f"box {box.name}: {what} looks up delivered items by key, and {box.table_name}'s key "
+        f"index holds open items only ({cls}.delivered_key_index = False): the answers are "
+        "the same, from a slower plan that grows with the table. Set "
+        f"{cls}.delivered_key_index = True and migrate with "
+        f'switch_key_index("{box.table_name}", delivered=True) (docs/performance.md)'
+    )
 
 
 class Filters:
@@ -40,6 +61,10 @@ class Filters:
         # outbox, whose items carry no such mark).
         self.rejected_header = rejected_header
         self.latest_available = "latest_available" in self.config.retry_strategies
+        self._indexed = box.item_class.delivered_key_index
+        if self.latest_available and not self._indexed:
+            log.warning("%s", unindexed_lookup(box, "latest_available"))
+        self._coalescing_noted = self._indexed
 
     def refuse(self, slots: list[Slot]) -> list[Slot]:
         """The slots that may go; the others get their permanent failure."""
@@ -85,6 +110,9 @@ class Filters:
 
     async def _coalesce(self, slots: list[Slot], dropped: list[Slot]) -> list[Slot]:
         candidates = [s for s in slots if s.item.headers.get(COALESCE_HEADER)]
+        if not self._coalescing_noted:
+            self._coalescing_noted = True
+            log.warning("%s", unindexed_lookup(self.box, "coalescing"))
         newer_exists = await self.reads.coalesced(
             self.engine,
             [s.item.id for s in candidates],

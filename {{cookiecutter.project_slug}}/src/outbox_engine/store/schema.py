@@ -3,6 +3,7 @@
 Alembic loads revision files by path, so the layout lives here, in the package: the
 initial revision and every revision written by `generate item` call `create_item_table`,
 and all item tables get the same columns and indexes as `models.ItemMixin` declares.
+`switch_key_index` is the revision that follows a change of a class's `delivered_key_index`.
 """
 
 from __future__ import annotations
@@ -13,11 +14,17 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from outbox_engine.store.models import BLOCKING_ROWS, blocked_index_name
+from outbox_engine.store.models import (
+    BLOCKING_ROWS,
+    OPEN_ROWS,
+    blocked_index_name,
+    key_index_name,
+)
 
 
-def create_item_table(name: str, inbox: bool) -> None:
-    """An outbox or inbox table with the engine's columns and indexes."""
+def create_item_table(name: str, inbox: bool, *, delivered_key_index: bool = True) -> None:
+    """An outbox or inbox table with the engine's columns and indexes; `delivered_key_index`
+    as the item class says (models.ItemMixin)."""
     columns: list[sa.Column[Any]] = [
         sa.Column("id", sa.BigInteger(), sa.Identity(always=False), primary_key=True),
         sa.Column("uuid", postgresql.UUID(as_uuid=True), nullable=False),
@@ -49,7 +56,13 @@ def create_item_table(name: str, inbox: bool) -> None:
     op.create_index(
         f"ix_{name}_pending", name, ["bucket", "id"], postgresql_where=sa.text("status = 0")
     )
-    op.create_index(f"ix_{name}_event_key_id", name, ["event_key", "id"])
+    # Ordered processing and the lookups by key (models.key_index).
+    op.create_index(
+        key_index_name(name, delivered=delivered_key_index),
+        name,
+        ["event_key", "id"],
+        postgresql_where=None if delivered_key_index else OPEN_ROWS,
+    )
     # Strict boxes' claim: is an older item of this key in backoff or failed? (see 0005)
     op.create_index(
         blocked_index_name(name), name, ["event_key", "id"], postgresql_where=BLOCKING_ROWS
@@ -57,3 +70,28 @@ def create_item_table(name: str, inbox: bool) -> None:
     # Retention and time filters. BRIN: rows arrive in created_at order, so a block-range
     # summary serves them at a fraction of a B-tree's cost per insert.
     op.create_index(f"ix_{name}_created_at", name, ["created_at"], postgresql_using="brin")
+
+
+def switch_key_index(table: str, *, delivered: bool) -> None:
+    """Give `table` the key index its class's `delivered_key_index` asks for: of every row
+    (`delivered=True`) or of open rows only. Writes go on meanwhile: the new index is built
+    with CREATE INDEX CONCURRENTLY, then the other dropped the same way, each in a
+    transaction of its own (outside the revision's). Safe to run again after a failure: an
+    index a failed concurrent build left invalid is dropped and built anew."""
+    new = key_index_name(table, delivered=delivered)
+    old = key_index_name(table, delivered=not delivered)
+    where = "" if delivered else f" WHERE {OPEN_ROWS.text}"
+    with op.get_context().autocommit_block():
+        valid = (
+            op.get_bind()
+            .execute(
+                sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:name)"),
+                {"name": f'"{new}"'},
+            )
+            .scalar()
+        )
+        if valid is False:
+            op.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{new}"')
+        if valid is not True:
+            op.execute(f'CREATE INDEX CONCURRENTLY "{new}" ON "{table}" (event_key, id){where}')
+        op.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{old}"')
