@@ -8,6 +8,9 @@ Each migration test runs on a database of its own, migrated for it."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -25,7 +28,15 @@ from outbox_engine.store.models import key_index_name
 from outbox_engine.transports.base import ItemRecord
 
 from ..services import Services
-from ..support import OUTBOX_BOX, OutboxItem, empty_database, make_registry, migrate
+from ..support import (
+    OUTBOX_BOX,
+    PROJECT_ROOT,
+    InboxItem,
+    OutboxItem,
+    empty_database,
+    make_registry,
+    migrate,
+)
 
 TABLE = OutboxItem.__tablename__
 FULL = key_index_name(TABLE, delivered=True)
@@ -161,6 +172,30 @@ async def test_a_delivered_row_enters_the_key_index_only_if_it_holds_delivered_r
         assert after[0] > before[0]
     else:
         assert after[0] == before[0]
+
+
+def test_offline_the_switch_is_a_script_that_creates_what_is_missing() -> None:
+    """`alembic upgrade --sql` writes SQL for a DBA to run: no database to ask whether an
+    index is there, so each statement is one that can run twice."""
+    result = subprocess.run(
+        [sys.executable, "-m", "alembic", "upgrade", f"{BEFORE}:head", "--sql"],
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "DATABASE_URL": "postgresql+asyncpg://nobody@127.0.0.1:1/none"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    statements = [line for line in result.stdout.splitlines() if "INDEX CONCURRENTLY" in line]
+    expected = []
+    for cls in (OutboxItem, InboxItem):
+        table = cls.__tablename__
+        expected += [
+            f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "ix_{table}_open_key_id" ON "{table}" '
+            "(event_key, id) WHERE status = 0 OR status = 1;",
+            f'DROP INDEX CONCURRENTLY IF EXISTS "ix_{table}_event_key_id";',
+        ]
+    assert statements == expected
 
 
 def _filters(container: Container, **config: Any) -> Filters:

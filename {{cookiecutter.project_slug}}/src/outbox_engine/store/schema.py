@@ -81,17 +81,23 @@ def switch_key_index(table: str, *, delivered: bool) -> None:
     new = key_index_name(table, delivered=delivered)
     old = key_index_name(table, delivered=not delivered)
     where = "" if delivered else f" WHERE {OPEN_ROWS.text}"
-    with op.get_context().autocommit_block():
-        valid = (
-            op.get_bind()
-            .execute(
-                sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:name)"),
-                {"name": f'"{new}"'},
-            )
-            .scalar()
-        )
+    context = op.get_context()
+    with context.autocommit_block():
+        # Offline (`alembic upgrade --sql`) there is no database to ask: the script only
+        # creates what is missing.
+        valid = None if context.as_sql else _index_valid(new)
         if valid is False:
             op.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{new}"')
         if valid is not True:
-            op.execute(f'CREATE INDEX CONCURRENTLY "{new}" ON "{table}" (event_key, id){where}')
+            op.execute(
+                f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{new}" ON "{table}" (event_key, id){where}'
+            )
         op.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{old}"')
+
+
+def _index_valid(name: str) -> bool | None:
+    """Whether index `name` can be read (False: left by a failed concurrent build; None:
+    there is none)."""
+    query = sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:name)")
+    valid = op.get_bind().execute(query, {"name": f'"{name}"'}).scalar()
+    return None if valid is None else bool(valid)
