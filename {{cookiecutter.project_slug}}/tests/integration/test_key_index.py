@@ -232,7 +232,7 @@ async def test_latest_available_on_a_box_without_the_index_is_warned_about_once(
         f"key index holds open items only ({OutboxItem.__name__}.delivered_key_index = False): "
         "the answers are the same, from a slower plan that grows with the table. Set "
         f"{OutboxItem.__name__}.delivered_key_index = True and migrate with "
-        f'switch_key_index("{TABLE}", delivered=True) (docs/performance.md)'
+        f'switch_key_index("{TABLE}", delivered=True) (docs/operations.md)'
     )
     caplog.clear()
     _filters(container)  # exponential_backoff alone reads no delivered row

@@ -45,7 +45,7 @@ def unindexed_lookup(box: Box, what: str) -> str:
         f"index holds open items only ({cls}.delivered_key_index = False): the answers are "
         "the same, from a slower plan that grows with the table. Set "
         f"{cls}.delivered_key_index = True and migrate with "
-        f'switch_key_index("{box.table_name}", delivered=True) (docs/performance.md)'
+        f'switch_key_index("{box.table_name}", delivered=True) (docs/operations.md)'
     )
 
 

@@ -7,8 +7,8 @@ range scan however many delivered rows the table holds.
 The key index, (event_key, id), covers every row or only the open ones (pending or failed),
 as the class's `delivered_key_index` says. Marking an item delivered changes `status`, which
 the partial indexes read, so PostgreSQL writes the row's new version into every index whose
-predicate it meets: an index of open rows takes no entry for it, a third less of what a
-delivered row costs PostgreSQL on a large table (docs/performance.md). Only two lookups
+predicate it meets: an index of open rows takes no entry for it, 30-40% less of what a
+delivered row costs PostgreSQL (docs/performance.md). Only two lookups
 read delivered rows by key: `latest_available` and coalescing (store/items.py); on a table
 without that index they give the same answers from a slower plan, and the worker says so.
 """
