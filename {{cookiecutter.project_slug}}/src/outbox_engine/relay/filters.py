@@ -61,10 +61,10 @@ class Filters:
         # outbox, whose items carry no such mark).
         self.rejected_header = rejected_header
         self.latest_available = "latest_available" in self.config.retry_strategies
-        self._indexed = box.item_class.delivered_key_index
-        if self.latest_available and not self._indexed:
+        indexed = box.item_class.delivered_key_index
+        if self.latest_available and not indexed:
             log.warning("%s", unindexed_lookup(box, "latest_available"))
-        self._coalescing_noted = self._indexed
+        self._coalescing_noted = indexed
 
     def refuse(self, slots: list[Slot]) -> list[Slot]:
         """The slots that may go; the others get their permanent failure."""

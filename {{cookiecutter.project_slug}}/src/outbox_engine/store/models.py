@@ -109,10 +109,11 @@ class ItemMixin:
 
 
 def key_index(table: str, *, delivered: bool) -> Index:
-    if delivered:
-        return Index(key_index_name(table, delivered=True), "event_key", "id")
     return Index(
-        key_index_name(table, delivered=False), "event_key", "id", postgresql_where=OPEN_ROWS
+        key_index_name(table, delivered=delivered),
+        "event_key",
+        "id",
+        postgresql_where=None if delivered else OPEN_ROWS,
     )
 
 
