@@ -40,7 +40,12 @@ from outbox_engine.transports.base import ItemRecord
 # Every statement of the relay reads through an index (the pending index, the primary key,
 # the uuid or (event_key, id) index); a generic plan made while the table looked empty would
 # read the whole table instead, on every claim, until the next ANALYZE (see pgconn.py).
-RELAY_SESSION_SETTINGS = {"enable_seqscan": "off"}
+# And through a plain index scan, not a bitmap: delivered items leave dead entries in the
+# pending index and the key index of open items until the next vacuum. An index scan marks
+# the dead entries it passes so that later claims skip them; a bitmap scan visits them all
+# again on every claim (a generic plan made while the table held a few pages read the key
+# index of open items that way: 2-6 ms a claim after 30 s at 200 items/s, growing).
+RELAY_SESSION_SETTINGS = {"enable_seqscan": "off", "enable_bitmapscan": "off"}
 
 __all__ = ["RELAY_SESSION_SETTINGS", "BatchReport", "BoxProcessor", "Slot"]
 

@@ -9,9 +9,11 @@ and replaced, and a connection whose statement failed is never reused.
 
 `settings` are session settings for the connections handed out (set when one is taken from
 the pool, reset when it goes back). The relay uses them to keep its claim off sequential
-scans: a statement prepared once per connection runs on a cached generic plan, and a plan
-made while the table looked empty (just created, or vacuumed when empty) scans the whole
-table on every claim until the next ANALYZE, which under a steady load can be minutes.
+and bitmap scans: a statement prepared once per connection runs on a cached generic plan,
+and a plan made while the table looked empty (just created, or vacuumed when empty) scans
+the whole table on every claim until the next ANALYZE, which under a steady load can be
+minutes, or reads an index as a bitmap, which visits every dead entry (delivered items not
+yet vacuumed) again on each claim (relay/processor.py).
 """
 
 from __future__ import annotations
