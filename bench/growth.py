@@ -27,6 +27,7 @@ way, so the ratios within the scenario compare like with like.
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import time
@@ -65,12 +66,16 @@ UUID7 = (
 )
 RANDOM_UUID = "gen_random_uuid()"
 
+# The engine's own claim statement and the relay's session settings, printed by the bake's
+# venv: the plan shown is the one the relay's sessions get, whatever the engine sets.
 CLAIM_SQL = """
-import sys
+import json, sys
+from outbox_engine.relay.processor import RELAY_SESSION_SETTINGS
 from outbox_engine.store.items import ItemReads
 
 table, strict = sys.argv[1], sys.argv[2] == "true"
-print(ItemReads(table, inbox=False, strict_order=strict, object_header="").claim_sql)
+claim = ItemReads(table, inbox=False, strict_order=strict, object_header="").claim_sql
+print(json.dumps({"sql": claim, "settings": RELAY_SESSION_SETTINGS}))
 """
 
 
@@ -170,18 +175,22 @@ def claim_plans(ctx: Context, system: System, run_db: str) -> dict[str, Any]:
     box = boxes["outbox"][system.project.outbox_box]
     table = system.outbox_table()
     strict = "true" if box.get("strict_order", True) else "false"
-    sql = subprocess.run(
-        [str(system.project.python), "-c", CLAIM_SQL, table, strict],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout.strip()
+    printed = json.loads(
+        subprocess.run(
+            [str(system.project.python), "-c", CLAIM_SQL, table, strict],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        ).stdout
+    )
+    sql: str = printed["sql"]
+    settings: dict[str, str] = printed["settings"]
     buckets = list(range(int(box.get("bucket_count", 16))))
     limit = int(box.get("batch_size", 500))
     per_bucket = min(limit, max(8, math.ceil(limit / len(buckets)) * 4))
     explain = "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) "
-    generic = _explain_generic(ctx, run_db, sql, buckets, per_bucket, limit)
+    generic = _explain_generic(ctx, run_db, sql, settings, buckets, per_bucket, limit)
     default = [r[0] for r in ctx.pg.fetch(run_db, explain + sql, buckets, per_bucket, limit, [])]
     pending = f"ix_{table}_pending"
 
@@ -197,12 +206,18 @@ def claim_plans(ctx: Context, system: System, run_db: str) -> dict[str, Any]:
 
 
 def _explain_generic(
-    ctx: Context, run_db: str, sql: str, buckets: list[int], per_bucket: int, limit: int
+    ctx: Context,
+    run_db: str,
+    sql: str,
+    settings: dict[str, str],
+    buckets: list[int],
+    per_bucket: int,
+    limit: int,
 ) -> list[str]:
-    """The plan the relay's prepared claim runs with: its session settings (sequential scans
-    off), the generic plan forced, parameters bound at EXECUTE."""
+    """The plan the relay's prepared claim runs with: its session settings (sequential and
+    bitmap scans off), the generic plan forced, parameters bound at EXECUTE."""
     statements = (
-        "SET enable_seqscan = off",
+        *(f"SET {name} = {value}" for name, value in settings.items()),
         "SET plan_cache_mode = force_generic_plan",
         f"PREPARE bench_claim AS {sql}",
     )

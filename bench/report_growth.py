@@ -61,7 +61,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
         out += [
             f"The claim's plan at {largest['rows']:,} delivered rows (repeat "
             f"{largest['repeat'] + 1}), as the relay runs it: its session's settings "
-            "(sequential scans off) and the generic plan of its prepared statement, "
+            "(sequential and bitmap scans off) and the generic plan of its prepared statement, "
             "`EXPLAIN (ANALYZE, BUFFERS)` over all of the box's buckets before the drain:",
             "",
             "```",
