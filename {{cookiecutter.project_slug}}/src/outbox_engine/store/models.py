@@ -29,6 +29,7 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Text,
+    TextClause,
     func,
     text,
 )
@@ -53,6 +54,12 @@ OPEN_ROWS = text(f"status = {int(ItemStatus.PENDING)} OR status = {int(ItemStatu
 def key_index_name(table: str, *, delivered: bool) -> str:
     """The (event_key, id) index: of every row (`delivered`) or of OPEN_ROWS only."""
     return f"ix_{table}_event_key_id" if delivered else f"ix_{table}_open_key_id"
+
+
+def key_index_where(*, delivered: bool) -> TextClause | None:
+    """The (event_key, id) index's predicate: none (every row) or OPEN_ROWS. The class's
+    Index, the migrations' `create_item_table` and `switch_key_index` all take it here."""
+    return None if delivered else OPEN_ROWS
 
 
 def blocked_index_name(table: str) -> str:
@@ -113,7 +120,7 @@ def key_index(table: str, *, delivered: bool) -> Index:
         key_index_name(table, delivered=delivered),
         "event_key",
         "id",
-        postgresql_where=None if delivered else OPEN_ROWS,
+        postgresql_where=key_index_where(delivered=delivered),
     )
 
 

@@ -16,9 +16,9 @@ from sqlalchemy.dialects import postgresql
 
 from outbox_engine.store.models import (
     BLOCKING_ROWS,
-    OPEN_ROWS,
     blocked_index_name,
     key_index_name,
+    key_index_where,
 )
 
 
@@ -61,7 +61,7 @@ def create_item_table(name: str, inbox: bool, *, delivered_key_index: bool = Tru
         key_index_name(name, delivered=delivered_key_index),
         name,
         ["event_key", "id"],
-        postgresql_where=None if delivered_key_index else OPEN_ROWS,
+        postgresql_where=key_index_where(delivered=delivered_key_index),
     )
     # Strict boxes' claim: is an older item of this key in backoff or failed? (see 0005)
     op.create_index(
@@ -80,7 +80,8 @@ def switch_key_index(table: str, *, delivered: bool) -> None:
     index a failed concurrent build left invalid is dropped and built anew."""
     new = key_index_name(table, delivered=delivered)
     old = key_index_name(table, delivered=not delivered)
-    where = "" if delivered else f" WHERE {OPEN_ROWS.text}"
+    predicate = key_index_where(delivered=delivered)
+    where = "" if predicate is None else f" WHERE {predicate.text}"
     context = op.get_context()
     with context.autocommit_block():
         # Offline (`alembic upgrade --sql`) there is no database to ask: the script only
