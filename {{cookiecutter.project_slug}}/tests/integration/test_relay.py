@@ -368,6 +368,26 @@ async def test_retention_deletes_old_finished_items_and_never_pending_ones(
     assert timedelta(hours=1) == box.config.retention.delivered
 
 
+def generic_plan_processor(container: Container, box: Box) -> BoxProcessor:
+    """A processor whose claims run on the relay's session settings and always on the
+    generic plan, made at its first claim and cached. (Whether PostgreSQL switches to the
+    generic plan after five custom ones depends on its cost estimates, which the strict
+    claim's NOT EXISTS changes: forced, the traps these tests are about are always set.)"""
+    processor = BoxProcessor(
+        box,
+        container.engine(),
+        container.session_factory(),
+        Middlewares(),
+        keep_connections=True,
+    )
+    processor._connections = processor.claimer.connections = DriverConnections(
+        container.engine(),
+        keep=True,
+        settings={**RELAY_SESSION_SETTINGS, "plan_cache_mode": "force_generic_plan"},
+    )
+    return processor
+
+
 async def test_claims_stay_on_the_index_after_a_plan_made_on_an_empty_table(
     container: Container,
 ) -> None:
@@ -377,21 +397,7 @@ async def test_claims_stay_on_the_index_after_a_plan_made_on_an_empty_table(
     rule sequential scans out."""
     box = make_registry().get(OUTBOX_BOX)
     table = box.table_name
-    processor = BoxProcessor(
-        box,
-        container.engine(),
-        container.session_factory(),
-        Middlewares(),
-        keep_connections=True,
-    )
-    # Whether PostgreSQL switches to the generic plan after five custom ones depends on its
-    # cost estimates (the strict claim's NOT EXISTS changes them): make it always do, so the
-    # trap this test is about is always set.
-    processor._connections = processor.claimer.connections = DriverConnections(
-        container.engine(),
-        keep=True,
-        settings={**RELAY_SESSION_SETTINGS, "plan_cache_mode": "force_generic_plan"},
-    )
+    processor = generic_plan_processor(container, box)
     async with container.engine().connect() as conn:
         await conn.execution_options(isolation_level="AUTOCOMMIT")
         await conn.execute(text(f"VACUUM ANALYZE {table}"))
@@ -455,20 +461,7 @@ async def test_claims_stay_cheap_while_delivered_rows_wait_for_vacuum(
     pending: the claim finds it reading a few buffers per bucket."""
     box = make_registry().get(OUTBOX_BOX)
     table = box.table_name
-    processor = BoxProcessor(
-        box,
-        container.engine(),
-        container.session_factory(),
-        Middlewares(),
-        keep_connections=True,
-    )
-    # The plan is made at the first claim and cached (PostgreSQL's own choice between
-    # custom and generic plans depends on cost estimates: make it always the generic one).
-    processor._connections = processor.claimer.connections = DriverConnections(
-        container.engine(),
-        keep=True,
-        settings={**RELAY_SESSION_SETTINGS, "plan_cache_mode": "force_generic_plan"},
-    )
+    processor = generic_plan_processor(container, box)
     buckets = list(range(box.config.bucket_count))
     arrays = ("{" + ",".join(map(str, buckets)) + "}", "{}")
     insert = text(
