@@ -474,7 +474,7 @@ async def test_claims_stay_cheap_while_delivered_rows_wait_for_vacuum(
     the ties its own way: the claim may read the key index of open items whole, per bucket
     and per candidate, or, with column statistics left from earlier rows, probe a key
     through the primary key and read every older row (4,250 buffers for these 3,000). It
-    lasts until the table's next ANALYZE or VACUUM or the claim's next prepare (see
+    lasts until the table's next ANALYZE or the claim's next prepare (see
     docs/performance.md)."""
     box = make_registry().get(OUTBOX_BOX)
     table = box.table_name
