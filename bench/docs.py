@@ -30,6 +30,15 @@ def write(out: Path, outcome: Outcome, systems: list[str], meta: dict[str, Any])
     plots.latency_cdf(results["steady"], systems, out / "img" / "bench-latency-cdf.png")
     (out / "benchmarks.md").write_text(report.render(results, systems, meta))
     extra = {
-        k: meta[k] for k in ("repeats", "started", "command", "load_note", "settle_note", "machine")
+        k: meta[k]
+        for k in (
+            "repeats",
+            "started",
+            "command",
+            "load_note",
+            "settle_note",
+            "machine",
+            "broker_warmup",
+        )
     }
     results_files.write(out, "benchmarks-results", outcome, list(SCENARIOS), systems, extra)

@@ -118,6 +118,8 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     for scenario in (*scenarios, "scale ours", "mixed ours"):
         assert f"[bench] {scenario}" in log, tail(log, 80)
     assert f"[bench] seed {SEED} " in log, tail(log, 80)
+    # Before the first timed run: 3 s of paced messages through the broker, all read back.
+    assert "[bench] broker warmed up: 1500/1500 messages in 3s" in log, tail(log, 80)
 
     # The order: the seed's, different in each repeat, and the runs followed it.
     expected = _order_module().repeat_orders(SYSTEMS, REPEATS, SEED)
@@ -125,6 +127,10 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     doc = json.loads((out / "benchmarks-results.json").read_text())
     assert doc["seed"] == SEED
     assert doc["orders"] == expected
+    warmup = doc["broker_warmup"]
+    assert (warmup["sent"], warmup["seen"], warmup["complete"]) == (1500, 1500, True), warmup
+    assert warmup["p50_first_second_ms"] > 0, warmup
+    assert warmup["p50_last_second_ms"] > 0, warmup
     for repeat, names in enumerate(expected):
         assert f"repeat {repeat + 1}/{REPEATS}: order {', '.join(names)} (seed {SEED})" in log
         drained = re.findall(
