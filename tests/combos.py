@@ -42,6 +42,7 @@ SMOKE = (
     "tests/unit",
     "tests/properties",
     "tests/integration/test_relay.py",
+    "tests/integration/test_claim_plan.py",
     "tests/integration/test_inbox.py",
     "tests/integration/test_create.py",
     "tests/integration/test_fencing.py",

@@ -16,9 +16,8 @@ from {{ cookiecutter.package_name }}.container import Container
 from outbox_engine.config.registry import Box
 from outbox_engine.creation.chain import handling
 from outbox_engine.middleware import BatchNext, ItemNext, Middlewares
-from outbox_engine.relay.processor import RELAY_SESSION_SETTINGS, BoxProcessor
+from outbox_engine.relay.processor import BoxProcessor
 from outbox_engine.relay.worker import Worker
-from outbox_engine.store.pgconn import DriverConnections
 from outbox_engine.store.retention import purge
 from outbox_engine.store.status import ItemStatus
 from outbox_engine.transports.base import ItemRecord
@@ -236,8 +235,6 @@ async def test_strict_order_blocks_a_key_behind_its_failed_head(container: Conta
 
 
 async def _sleep_polls(box: Box, polls: int) -> None:
-    import asyncio
-
     await asyncio.sleep(box.config.poll_interval * polls)
 
 
@@ -367,208 +364,6 @@ async def test_retention_deletes_old_finished_items_and_never_pending_ones(
     rows = await statuses(container)
     assert sorted(rows) == list(range(16, 41))
     assert timedelta(hours=1) == box.config.retention.delivered
-
-
-def generic_plan_processor(container: Container, box: Box) -> BoxProcessor:
-    """A processor whose claims run on the relay's session settings and always on the
-    generic plan, made at its first claim and cached. (Whether PostgreSQL switches to the
-    generic plan after five custom ones depends on its cost estimates, which the strict
-    claim's NOT EXISTS changes: forced, the traps these tests are about are always set.)"""
-    processor = BoxProcessor(
-        box,
-        container.engine(),
-        container.session_factory(),
-        Middlewares(),
-        keep_connections=True,
-    )
-    processor._connections = processor.claimer.connections = DriverConnections(
-        container.engine(),
-        keep=True,
-        settings={**RELAY_SESSION_SETTINGS, "plan_cache_mode": "force_generic_plan"},
-    )
-    return processor
-
-
-async def explain_cached_claim(
-    processor: BoxProcessor, buckets: list[int], options: str = ""
-) -> tuple[int, Any]:
-    """(generic plans so far, the JSON plan tree) of `processor`'s claim over `buckets` as
-    cached on its own connection, by `EXPLAIN (<options>, FORMAT JSON) EXECUTE`. Found by
-    its text: a pooled connection may also hold the claim of a differently configured
-    processor of this box from an earlier test."""
-    arrays = ("{" + ",".join(map(str, buckets)) + "}", "{}")
-    async with processor._connections.acquire() as conn:
-        name, generic = await conn.fetchrow(
-            "SELECT name, generic_plans FROM pg_prepared_statements WHERE statement = $1",
-            processor.claimer.reads.claim_sql,
-        )
-        plan = await conn.fetchval(
-            f"EXPLAIN ({options + ', ' if options else ''}FORMAT JSON) "
-            f"EXECUTE {name}('{arrays[0]}', 64, 500, '{arrays[1]}')"
-        )
-    return int(generic), json.loads(plan) if isinstance(plan, str) else plan
-
-
-async def test_claims_stay_on_the_index_after_a_plan_made_on_an_empty_table(
-    container: Container,
-) -> None:
-    """A prepared claim runs on a generic plan cached per connection. Made while the table
-    was empty and analyzed (a fresh deployment), that plan is a sequential scan, and it would
-    stay one, reading every row on each claim, until the next ANALYZE. The relay's sessions
-    rule sequential scans out."""
-    box = make_registry().get(OUTBOX_BOX)
-    table = box.table_name
-    processor = generic_plan_processor(container, box)
-    async with container.engine().connect() as conn:
-        await conn.execution_options(isolation_level="AUTOCOMMIT")
-        await conn.execute(text(f"VACUUM ANALYZE {table}"))
-    buckets = list(range(box.config.bucket_count))
-    try:
-        for _ in range(8):  # past the 5 custom plans: the generic plan is cached now
-            assert await processor.claim(buckets) == []
-        async with container.engine().begin() as conn:
-            await conn.execute(
-                text(
-                    f"INSERT INTO {table} (uuid, event_name, event_key, bucket, status, payload) "
-                    "SELECT gen_random_uuid(), 'e', (g % 100)::text, g % :buckets, "
-                    f"{int(ItemStatus.DELIVERED)}, '\\x00' FROM generate_series(1, 3000) g"
-                ),
-                {"buckets": len(buckets)},
-            )
-        await create(container, [("k", "thing_updated", {"n": 1})])
-        claimed = [item.event_key for item, _ in await processor.claim(buckets)]
-        generic, tree = await explain_cached_claim(processor, buckets)
-    finally:
-        await processor.close()
-    plan_text = json.dumps(tree)
-    assert claimed == ["k"]
-    assert generic >= 4  # the cached generic plan, not one made for these rows
-    assert "Seq Scan" not in plan_text
-    # Which index serves each read depends on the statistics VACUUM ANALYZE found (rows
-    # earlier tests left before their cleanup): any index scan will do; a full read will
-    # not, nor a bitmap (it reads dead entries again on every call: the next test).
-    scans = _relation_scans(tree[0]["Plan"], table)
-    assert scans, plan_text
-    assert all(kind in INDEX_READS for kind in scans), scans
-
-
-@pytest.mark.parametrize("rows_at_planning", [20, 100])
-async def test_claims_stay_cheap_while_delivered_rows_wait_for_vacuum(
-    container: Container, rows_at_planning: int
-) -> None:
-    """Every delivered item leaves dead entries in the pending index and the key index of
-    open items until the next vacuum, which on a busy table is minutes away. A claim that
-    reads an index as a bitmap visits every dead entry again on each call, and the generic
-    plan made while the table held a few pages (20 items of 1 KB, planned from its size on
-    disk as the statistics say "empty") read the whole key index of open items that way,
-    then sorted: under 200 items/s a claim grew to 2-6 ms and 1,100-3,600 buffers within
-    30 s (the bench's steady scenario, latency p50 3 -> 20 ms). A plain index scan marks
-    the dead entries it passes, so the claims after it skip them: the relay's sessions
-    rule bitmap scans out. Here: the claim's generic plan cached with 20 or 100 items in
-    the vacuumed, empty-looking table; then 3,000 items delivered and not vacuumed (once no
-    older transaction can see them), and one pending: the claim finds it reading a few
-    buffers per bucket.
-
-    Not covered, and not fixed: a plan made while the table has no page at all (created or
-    truncated, no row since). PostgreSQL then estimates one row for every path and breaks
-    the ties its own way: the claim may read the key index of open items whole, per bucket
-    and per candidate, or, with column statistics left from earlier rows, probe a key
-    through the primary key and read every older row (4,250 buffers for these 3,000). It
-    lasts until the table's next ANALYZE or the claim's next prepare (see
-    docs/performance.md)."""
-    box = make_registry().get(OUTBOX_BOX)
-    table = box.table_name
-    processor = generic_plan_processor(container, box)
-    buckets = list(range(box.config.bucket_count))
-    insert = text(
-        f"INSERT INTO {table} (uuid, event_name, event_key, bucket, payload) "
-        "SELECT gen_random_uuid(), 'e', (g % 100)::text, g % :buckets, "
-        "convert_to(repeat('x', 1024), 'UTF8') FROM generate_series(1, :n) g"
-    )
-    async with container.engine().connect() as conn:
-        await conn.execution_options(isolation_level="AUTOCOMMIT")
-        await conn.execute(text(f"VACUUM ANALYZE {table}"))
-        # No autovacuum during the test: it would clear the dead entries this is about.
-        await conn.execute(text(f"ALTER TABLE {table} SET (autovacuum_enabled = false)"))
-    try:
-        async with container.engine().begin() as conn:
-            await conn.execute(insert, {"buckets": len(buckets), "n": rows_at_planning})
-        for _ in range(3):
-            assert len(await processor.claim(buckets)) == rows_at_planning
-        async with container.engine().begin() as conn:
-            await conn.execute(insert, {"buckets": len(buckets), "n": 3000})
-            delivered = await conn.execute(
-                text(f"UPDATE {table} SET status = {int(ItemStatus.DELIVERED)}")
-            )
-            xid = (await conn.execute(text("SELECT xid(pg_current_xact_id())"))).scalar_one()
-        assert delivered.rowcount == 3000 + rows_at_planning
-        await wait_until_dead_to_all(container, int(xid))
-        await create(container, [("k", "thing_updated", {"n": 1})])
-        assert [item.event_key for item, _ in await processor.claim(buckets)] == ["k"]
-        for _ in range(2):  # measured on the second run: what every later claim reads
-            generic, last = await explain_cached_claim(processor, buckets, "ANALYZE, BUFFERS")
-    finally:
-        await processor.close()
-        async with container.engine().connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.execute(text(f"ALTER TABLE {table} RESET (autovacuum_enabled)"))
-    assert generic >= 4  # every claim ran on the plan cached at the first one
-    top = last[0]["Plan"]
-    assert top["Actual Rows"] == 1
-    assert "Bitmap" not in json.dumps(last), json.dumps(last)
-    # An index descent per bucket (a block or two), the item's heap page and its key's
-    # probe: at most a few per bucket (44-63 measured). A bitmap over the dead entries
-    # reads their heap pages for every bucket (7,233 measured with 20 rows at planning).
-    buffers = top["Shared Hit Blocks"] + top["Shared Read Blocks"]
-    assert buffers <= 4 * len(buckets), (buffers, json.dumps(last))
-
-
-# What keeps the rows a transaction updated "recently dead" (no scan may mark their index
-# entries, no vacuum may remove them) while it lasts: a transaction with an xid that started
-# before it committed, in any database of the server (the snapshots taken here count it as
-# running), a snapshot of this database older than it, a replication slot's xmin.
-OLDER_HOLDERS = """
-SELECT 'pid ' || pid || ' (' || coalesce(datname, '-') || ', ' || coalesce(state, '-')
-       || ', open since ' || coalesce(xact_start::text, '-') || '): ' || left(query, 120)
-  FROM pg_stat_activity
- WHERE pid <> pg_backend_pid()
-   AND ((backend_xid IS NOT NULL AND age(backend_xid) >= age(CAST(:xid AS xid)))
-        OR (datname = current_database() AND backend_xmin IS NOT NULL
-            AND age(backend_xmin) >= age(CAST(:xid AS xid))))
-UNION ALL
-SELECT 'replication slot ' || slot_name FROM pg_replication_slots
- WHERE xmin IS NOT NULL AND age(xmin) >= age(CAST(:xid AS xid))
-"""
-
-
-async def wait_until_dead_to_all(container: Container, xid: int, within_s: float = 180.0) -> None:
-    """Wait until what transaction `xid` (committed) updated is dead to every transaction.
-    Until then claims re-read those rows whatever their plan: a test of what they read
-    would measure the other transaction. (The template's CI runs other suites in other
-    databases of the same server at the same time.) Fails naming what held on."""
-    deadline = asyncio.get_running_loop().time() + within_s
-    while True:
-        async with container.engine().connect() as conn:
-            holders = list((await conn.execute(text(OLDER_HOLDERS), {"xid": xid})).scalars())
-        if not holders:
-            return
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(
-                f"transaction {xid}'s rows stayed visible to older transactions for "
-                f"{within_s:.0f}s: {holders}"
-            )
-        await asyncio.sleep(0.2)
-
-
-INDEX_READS = {"Index Scan", "Index Only Scan"}
-
-
-def _relation_scans(node: dict[str, Any], table: str) -> list[str]:
-    """Every plan node that reads `table`, by node type, anywhere in the plan tree."""
-    kinds = [node["Node Type"]] if node.get("Relation Name") == table else []
-    for child in node.get("Plans", []):
-        kinds.extend(_relation_scans(child, table))
-    return kinds
 
 
 # Headers as stored (jsonb text) -> what the relay must see: exactly what `json.loads` makes

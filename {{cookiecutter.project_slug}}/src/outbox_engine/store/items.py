@@ -31,6 +31,20 @@ from outbox_engine.store.status import ItemStatus
 # whose server vanished without closing it must not hang a lane.
 STATEMENT_TIMEOUT = 60.0
 
+# "An older item of t's key", for the probes of the claims. A generic plan made while the
+# table has no page (vacuumed or analysed while empty) estimates one row for every path and
+# picks among equal costs: written as `a.event_key = t.event_key AND a.id < t.id` in a plain
+# NOT EXISTS, the probe became a join that read the key index of open items whole for every
+# candidate (1.5M buffers for a claim of 500 from a backlog of 3,000), or went through the
+# primary key and read every older row (36,591). Here, `OFFSET 0` keeps the probe a subplan
+# run per candidate with t's key and id as parameters (PostgreSQL does not turn such an
+# EXISTS into a join), and the row comparison, which only an (event_key, id) index can
+# bound, leaves the primary key no bound to search by: the probe is a range of the key's
+# older entries in one of the key indexes (3,676 buffers for that claim on that plan). With
+# sound statistics it costs a descent of the small blocked index per candidate (1,502
+# buffers for the claim against the join's 503: ~0.6 us an item, docs/performance.md).
+OLDER_OF_KEY = "{a}.event_key = t.event_key AND ({a}.event_key, {a}.id) < (t.event_key, t.id)"
+
 PENDING = int(ItemStatus.PENDING)
 FAILED = int(ItemStatus.FAILED)
 DELIVERED = int(ItemStatus.DELIVERED)
@@ -50,11 +64,13 @@ class ItemReads:
         # good: the claim skips those keys at the database (a probe of the small partial
         # index of such rows, see models.BLOCKING_ROWS), so a key in backoff never fills a
         # bucket's claim with items that cannot go and never starves the bucket's other keys.
+        # The probe is written so that its only plan is a look-up of the candidate's key,
+        # whatever the statistics say (see OLDER_OF_KEY).
         blocked = (
-            f"""AND NOT EXISTS (SELECT 1 FROM {table} f WHERE f.event_key = t.event_key
-                AND f.id < t.id AND (f.status = {FAILED}
+            f"""AND NOT EXISTS (SELECT 1 FROM {table} f WHERE {OLDER_OF_KEY.format(a="f")}
+                AND (f.status = {FAILED}
                     OR (f.status = {PENDING} AND f.next_attempt_at IS NOT NULL
-                        AND f.next_attempt_at > now())))"""
+                        AND f.next_attempt_at > now())) OFFSET 0)"""
             if strict_order
             else ""
         )
@@ -84,18 +100,22 @@ class ItemReads:
         )
         # The synchronous flush delivers only an item that heads its key: no older item of
         # its key pending (other than the flushed ones) or, in a strict box, failed. Pauses
-        # and bucket ownership are the flusher's to check.
+        # and bucket ownership are the flusher's to check. The items are found by their
+        # uuids only: `t.status + 0` proves no partial index's predicate, so the plan cannot
+        # read the whole pending index instead (a plan made on a pageless table did, with
+        # one row estimated either way: 3,025 buffers to flush two items ahead of a backlog
+        # of 3,000; 10 now).
         older = f"p.status = {FAILED} OR " if strict_order else ""
         self.claim_ids_sql = asyncpg_sql(
             f"""
             SELECT {columns}
             FROM {table} t
-            WHERE t.uuid = ANY(CAST(:uuids AS uuid[])) AND t.status = {PENDING}
+            WHERE t.uuid = ANY(CAST(:uuids AS uuid[])) AND t.status + 0 = {PENDING}
               AND (t.next_attempt_at IS NULL OR t.next_attempt_at <= now())
               AND t.event_key <> ALL(CAST(:paused_keys AS text[]))
-              AND NOT EXISTS (SELECT 1 FROM {table} p WHERE p.event_key = t.event_key
-                              AND p.id < t.id AND ({older}(p.status = {PENDING}
-                              AND p.uuid <> ALL(CAST(:uuids AS uuid[])))))
+              AND NOT EXISTS (SELECT 1 FROM {table} p WHERE {OLDER_OF_KEY.format(a="p")}
+                              AND ({older}(p.status = {PENDING}
+                              AND p.uuid <> ALL(CAST(:uuids AS uuid[])))) OFFSET 0)
             ORDER BY t.bucket, t.id
             """,
             "uuids",
