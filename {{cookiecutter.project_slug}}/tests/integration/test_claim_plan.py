@@ -76,6 +76,33 @@ async def explain_cached_claim(
     )
 
 
+KB = "convert_to(repeat('x', 1024), 'UTF8')"  # a payload of 1 KB
+
+
+async def insert_items(
+    conn: Any,
+    table: str,
+    count: int,
+    *,
+    key: str = "(g % 100)::text",
+    bucket: str = "(g % 100) % 16",
+    status: str = str(int(ItemStatus.PENDING)),
+    payload: str = KB,
+) -> int:
+    """Insert `count` items in one statement, their key, bucket, status and payload SQL
+    expressions of g = 1..count (by default: pending, 1 KB, 100 keys over the default box's
+    16 buckets, each key in one bucket); the rows inserted."""
+    result = await conn.execute(
+        text(
+            f"INSERT INTO {table} (uuid, event_name, event_key, bucket, status, payload) "
+            f"SELECT gen_random_uuid(), 'e', {key}, {bucket}, {status}, {payload} "
+            "FROM generate_series(1, :count) g"
+        ),
+        {"count": count},
+    )
+    return int(result.rowcount)
+
+
 async def leave_column_statistics(container: Container, table: str) -> None:
     """Leave `table` empty, with no page, and with the column statistics of 5,000 earlier
     rows (100 keys over 16 buckets, one in ten pending, the rest delivered): an ANALYZE of
@@ -83,14 +110,9 @@ async def leave_column_statistics(container: Container, table: str) -> None:
     a table a test suite truncates between tests."""
     async with container.engine().connect() as conn:
         await conn.execution_options(isolation_level="AUTOCOMMIT")
-        await conn.execute(
-            text(
-                f"INSERT INTO {table} (uuid, event_name, event_key, bucket, status, payload) "
-                "SELECT gen_random_uuid(), 'e', (g % 100)::text, g % 16, CASE WHEN g % 10 = 0 "
-                f"THEN {int(ItemStatus.PENDING)} ELSE {int(ItemStatus.DELIVERED)} END, '\\x00' "
-                "FROM generate_series(1, 5000) g"
-            )
-        )
+        pending, delivered = int(ItemStatus.PENDING), int(ItemStatus.DELIVERED)
+        status = f"CASE WHEN g % 10 = 0 THEN {pending} ELSE {delivered} END"
+        await insert_items(conn, table, 5000, bucket="g % 16", status=status)
         await conn.execute(text(f"ANALYZE {table}"))
         await conn.execute(text(f"TRUNCATE {table}"))
 
@@ -113,14 +135,8 @@ async def test_claims_stay_on_the_index_after_a_plan_made_on_an_empty_table(
         for _ in range(8):  # past the 5 custom plans: the generic plan is cached now
             assert await processor.claim(buckets) == []
         async with container.engine().begin() as conn:
-            await conn.execute(
-                text(
-                    f"INSERT INTO {table} (uuid, event_name, event_key, bucket, status, payload) "
-                    "SELECT gen_random_uuid(), 'e', (g % 100)::text, g % :buckets, "
-                    f"{int(ItemStatus.DELIVERED)}, '\\x00' FROM generate_series(1, 3000) g"
-                ),
-                {"buckets": len(buckets)},
-            )
+            delivered = str(int(ItemStatus.DELIVERED))
+            await insert_items(conn, table, 3000, status=delivered, payload="'\\x00'")
         await create(container, [("k", "thing_updated", {"n": 1})])
         claimed = [item.event_key for item, _ in await processor.claim(buckets)]
         generic, tree = await explain_cached_claim(processor, buckets)
@@ -165,11 +181,6 @@ async def test_claims_stay_cheap_while_delivered_rows_wait_for_vacuum(
     table = box.table_name
     processor = generic_plan_processor(container, box)
     buckets = list(range(box.config.bucket_count))
-    insert = text(
-        f"INSERT INTO {table} (uuid, event_name, event_key, bucket, payload) "
-        "SELECT gen_random_uuid(), 'e', (g % 100)::text, g % :buckets, "
-        "convert_to(repeat('x', 1024), 'UTF8') FROM generate_series(1, :n) g"
-    )
     await leave_column_statistics(container, table)
     async with container.engine().connect() as conn:
         await conn.execution_options(isolation_level="AUTOCOMMIT")
@@ -178,11 +189,11 @@ async def test_claims_stay_cheap_while_delivered_rows_wait_for_vacuum(
         await conn.execute(text(f"ALTER TABLE {table} SET (autovacuum_enabled = false)"))
     try:
         async with container.engine().begin() as conn:
-            await conn.execute(insert, {"buckets": len(buckets), "n": rows_at_planning})
+            await insert_items(conn, table, rows_at_planning)
         for _ in range(3):
             assert len(await processor.claim(buckets)) == rows_at_planning
         async with container.engine().begin() as conn:
-            await conn.execute(insert, {"buckets": len(buckets), "n": 3000})
+            await insert_items(conn, table, 3000)
             delivered = await conn.execute(
                 text(f"UPDATE {table} SET status = {int(ItemStatus.DELIVERED)}")
             )
@@ -255,14 +266,7 @@ async def test_a_claim_planned_on_a_pageless_table_takes_a_backlog_at_index_cost
         for _ in range(3):
             assert await processor.claim(buckets) == []
         async with container.engine().begin() as conn:
-            await conn.execute(
-                text(
-                    f"INSERT INTO {table} (uuid, event_name, event_key, bucket, payload) "
-                    "SELECT gen_random_uuid(), 'e', (g % 100)::text, (g % 100) % :buckets, "
-                    "convert_to(repeat('x', 1024), 'UTF8') FROM generate_series(1, 3000) g"
-                ),
-                {"buckets": len(buckets)},
-            )
+            assert await insert_items(conn, table, 3000) == 3000
             by_bucket = {
                 bucket: ids
                 for bucket, ids in await conn.execute(
@@ -304,13 +308,7 @@ async def test_the_flush_planned_on_a_pageless_table_looks_up_its_keys_only(
             for _ in range(3):
                 assert await reads.claim_ids(conn, [], []) == []
         async with container.engine().begin() as conn:
-            await conn.execute(
-                text(
-                    f"INSERT INTO {table} (uuid, event_name, event_key, bucket, payload) "
-                    "SELECT gen_random_uuid(), 'e', 'backlog-' || (g % 100), g % 16, "
-                    "convert_to(repeat('x', 1024), 'UTF8') FROM generate_series(1, 3000) g"
-                )
-            )
+            await insert_items(conn, table, 3000, key="'backlog-' || (g % 100)")
         await create(container, [("k", "thing_updated", {"n": 1}), ("k", "thing_updated", {})])
         async with container.engine().connect() as conn:
             flushed = list(
