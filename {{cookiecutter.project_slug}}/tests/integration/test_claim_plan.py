@@ -155,6 +155,31 @@ async def test_claims_stay_on_the_index_after_a_plan_made_on_an_empty_table(
     assert all(kind in INDEX_READS for kind in scans), scans
 
 
+async def plan_on_a_pageless_table(container: Container, table: str, statistics: str) -> None:
+    """Leave `table` with no page, analysed, and its column statistics `statistics`: "none"
+    (never had a row) or "left" (leave_column_statistics). Autovacuum is off until
+    `autovacuum_back_on`: its ANALYZE would replace a plan these tests need cached."""
+    if statistics == "left":
+        await leave_column_statistics(container, table)
+    async with container.engine().connect() as conn:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.execute(text(f"VACUUM ANALYZE {table}"))
+        await conn.execute(text(f"ALTER TABLE {table} SET (autovacuum_enabled = false)"))
+        pages = (await conn.execute(text(f"SELECT pg_relation_size('{table}')"))).scalar_one()
+    assert pages == 0
+
+
+async def autovacuum_back_on(container: Container, table: str) -> None:
+    async with container.engine().connect() as conn:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.execute(text(f"ALTER TABLE {table} RESET (autovacuum_enabled)"))
+
+
+def buffers(tree: Any) -> int:
+    top = tree[0]["Plan"]
+    return int(top["Shared Hit Blocks"] + top["Shared Read Blocks"])
+
+
 @pytest.mark.parametrize("rows_at_planning", [0, 20, 100])
 async def test_claims_stay_cheap_while_delivered_rows_wait_for_vacuum(
     container: Container, rows_at_planning: int
@@ -182,12 +207,8 @@ async def test_claims_stay_cheap_while_delivered_rows_wait_for_vacuum(
     table = box.table_name
     processor = generic_plan_processor(container, box)
     buckets = list(range(box.config.bucket_count))
-    await leave_column_statistics(container, table)
-    async with container.engine().connect() as conn:
-        await conn.execution_options(isolation_level="AUTOCOMMIT")
-        await conn.execute(text(f"VACUUM ANALYZE {table}"))
-        # No autovacuum during the test: it would clear the dead entries this is about.
-        await conn.execute(text(f"ALTER TABLE {table} SET (autovacuum_enabled = false)"))
+    # (No autovacuum during the test either: it would clear the dead entries this is about.)
+    await plan_on_a_pageless_table(container, table, "left")
     try:
         async with container.engine().begin() as conn:
             await insert_items(conn, table, rows_at_planning)
@@ -207,9 +228,7 @@ async def test_claims_stay_cheap_while_delivered_rows_wait_for_vacuum(
             generic, last = await explain_cached_claim(processor, buckets, "ANALYZE, BUFFERS")
     finally:
         await processor.close()
-        async with container.engine().connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.execute(text(f"ALTER TABLE {table} RESET (autovacuum_enabled)"))
+        await autovacuum_back_on(container, table)
     assert generic >= 4  # every claim ran on the plan cached at the first one
     top = last[0]["Plan"]
     assert top["Actual Rows"] == 1
@@ -217,33 +236,8 @@ async def test_claims_stay_cheap_while_delivered_rows_wait_for_vacuum(
     # An index descent per bucket (a block or two), the item's heap page and its key's
     # probe: at most a few per bucket (44-63 measured). A bitmap over the dead entries
     # reads their heap pages for every bucket (7,233 measured with 20 rows at planning).
-    buffers = top["Shared Hit Blocks"] + top["Shared Read Blocks"]
-    assert buffers <= 4 * len(buckets), (buffers, json.dumps(last))
-
-
-async def plan_on_a_pageless_table(container: Container, table: str, statistics: str) -> None:
-    """Leave `table` with no page, analysed, and its column statistics `statistics`: "none"
-    (never had a row) or "left" (leave_column_statistics). Autovacuum is off until
-    `autovacuum_back_on`: its ANALYZE would replace a plan these tests need cached."""
-    if statistics == "left":
-        await leave_column_statistics(container, table)
-    async with container.engine().connect() as conn:
-        await conn.execution_options(isolation_level="AUTOCOMMIT")
-        await conn.execute(text(f"VACUUM ANALYZE {table}"))
-        await conn.execute(text(f"ALTER TABLE {table} SET (autovacuum_enabled = false)"))
-        pages = (await conn.execute(text(f"SELECT pg_relation_size('{table}')"))).scalar_one()
-    assert pages == 0
-
-
-async def autovacuum_back_on(container: Container, table: str) -> None:
-    async with container.engine().connect() as conn:
-        await conn.execution_options(isolation_level="AUTOCOMMIT")
-        await conn.execute(text(f"ALTER TABLE {table} RESET (autovacuum_enabled)"))
-
-
-def buffers(tree: Any) -> int:
-    top = tree[0]["Plan"]
-    return int(top["Shared Hit Blocks"] + top["Shared Read Blocks"])
+    read = buffers(last)
+    assert read <= 4 * len(buckets), (read, json.dumps(last))
 
 
 @pytest.mark.parametrize("statistics", ["none", "left"])
