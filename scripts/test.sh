@@ -90,8 +90,9 @@ eval "$services_env"
 : "${TEST_KAFKA_BOOTSTRAP_SERVERS:?services-up.sh did not export TEST_KAFKA_BOOTSTRAP_SERVERS}"
 : "${TEST_CONNECT_URL:?services-up.sh did not export TEST_CONNECT_URL}"
 export TEST_DATABASE_URL TEST_KAFKA_BOOTSTRAP_SERVERS TEST_CONNECT_URL
-# Fault tests of the generated suites (tests/integration/test_faults.py and the guarantees
-# suite, tests/guarantees) stop and restart the broker and the database with these.
+# Fault tests of the generated suites (tests/integration/test_faults.py and
+# test_outage_wakeup.py, the guarantees suite, tests/guarantees) stop and restart the
+# broker and the database with these.
 export TEST_KAFKA_STOP_CMD="$ROOT/scripts/kafka.sh down"
 export TEST_KAFKA_START_CMD="$ROOT/scripts/kafka.sh up"
 export TEST_PG_STOP_CMD="$ROOT/scripts/postgres.sh down"

@@ -164,7 +164,8 @@ async def test_the_workers_kafka_check_replaces_a_stuck_client_and_says_why(
     container: Container, topic: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """WorkerHealth.kafka_loop: after a check that passed, a stuck client is replaced (one
-    warning naming the partition); a check that fails forgets the streaks (an outage)."""
+    warning naming the partition) and the lanes backing off are woken (`recovered`); a
+    check that fails forgets the streaks (an outage)."""
     registry = make_registry(outbox={"transports": [transport(KafkaTransport, topic=topic)]})
     boxes = [registry.get(name) for name in registry.names()]
     config = container.settings().kafka_config()
@@ -179,14 +180,17 @@ async def test_the_workers_kafka_check_replaces_a_stuck_client_and_says_why(
     try:
         await _until(lambda: health.kafka_checked.is_set())
         assert health.kafka_problem is None
+        assert health.recovered.fired == 1  # the first answer ends any outage back-off
         producer.stuck.timed_out(topic, 2)
         clock.now += 30.0
         producer.stuck.timed_out(topic, 2)
         clock.now += 29.0
         await asyncio.sleep(0.3)  # checks ran: 59 s since the first timeout, not stuck
         assert producer.replacements == 0
+        assert health.recovered.fired == 1  # checks that pass change nothing
         clock.now += 1.0
         await _until(lambda: producer.replacements == 1)
+        assert health.recovered.fired == 2  # the lanes try the new client at once
         assert producer.stuck.watched() == []
         said = [r.getMessage() for r in caplog.records if "replaced the producer" in r.getMessage()]
         assert len(said) == 1, said

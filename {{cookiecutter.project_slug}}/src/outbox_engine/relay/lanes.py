@@ -7,7 +7,11 @@ and when the idle probe (relay/idle_probe.py, one statement for all idle lanes e
 `poll_interval`) finds a claimable item no NOTIFY announced. A lane never ends while the
 worker runs: a database error or any other exception is logged and retried with a growing
 pause (its items stay pending), and a destination that is unavailable backs the lane off
-without consuming a retry. Each turn stamps a tick; `liveness()` fails when a lane stops turning.
+without consuming a retry: 0.5 s doubling to 30 s, cut short when the worker's Kafka check
+finds Kafka answering again or replaces the producer's client (`recovered`), and then
+started over, so delivery resumes within a check (and the broker's own start) of its
+return, not up to 30 s later. Each turn stamps a
+tick; `liveness()` fails when a lane stops turning.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import asyncio
 import logging
 
 from outbox_engine.relay.idle_probe import IdleLane, IdleProbe
-from outbox_engine.relay.pacing import DB_ERRORS, Pacer
+from outbox_engine.relay.pacing import DB_ERRORS, Pacer, Pulse
 from outbox_engine.relay.processor import BoxProcessor
 from outbox_engine.store.ownership import BoxOwnership
 from outbox_engine.store.pauses import PauseReader
@@ -40,10 +44,14 @@ def lanes_to_wake(payload: str, concurrency: int) -> set[int] | None:
 class Lanes:
     """Runs the lanes of every box, and knows when each last turned."""
 
-    def __init__(self, pacer: Pacer, pauses: PauseReader, probe: IdleProbe) -> None:
+    def __init__(
+        self, pacer: Pacer, pauses: PauseReader, probe: IdleProbe, recovered: Pulse | None = None
+    ) -> None:
         self.pacer = pacer
         self.pauses = pauses
         self.probe = probe
+        # Fired when the destination may be back: ends the outage back-offs sleeping then.
+        self.recovered = recovered or Pulse()
         self._ticks: dict[str, float] = {}
 
     async def run(
@@ -101,7 +109,13 @@ class Lanes:
                     f"({report.unavailable_error}); backing off {delay:.1f}s (no retry consumed)",
                     key=f"unavailable:{box.name}",
                 )
-                await sleep(delay)
+                back = self.recovered.event()
+                await sleep(delay, back)
+                if back.is_set():
+                    # Kafka answers again: a failure now is the broker still starting (its
+                    # metadata answered before it takes writes), or a new outage; either way
+                    # the back-off starts over from 0.5 s rather than at 30 s.
+                    outage = 0
                 continue
             outage = 0
             if report is not None and report.claimed:

@@ -1,5 +1,6 @@
-"""What the worker's parts share: the errors a database call can raise at them, and a sleep
-that a stop (or a wake-up) cuts short.
+"""What the worker's parts share: the errors a database call can raise at them, a sleep
+that a stop (or a wake-up) cuts short, and a pulse that wakes whoever sleeps at the moment
+it fires (the lanes backing off from an outage when Kafka answers again).
 
 Every loop of the worker (lanes, rebalance, Kafka check, depth, retention) sleeps through
 `Pacer.sleep`, so SIGTERM ends every wait at once and the shutdown deadline is spent on
@@ -52,3 +53,26 @@ class Pacer:
                 waiter.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await waiter
+
+
+class Pulse:
+    """An edge, not a state: `fire()` wakes every sleep that waits on `event()` at that
+    moment and none that starts later. The lanes backing off from an outage wait on it
+    (relay/lanes.py) and the Kafka check fires it when Kafka answers again or the producer's
+    client was replaced (relay/readiness.py). A level (an Event left set while Kafka
+    answers) would end every later back-off at once: a destination that the check reaches
+    but that refuses a box's items (a topic without a leader, a custom transport) would
+    have its lanes retry without a pause."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self.fired = 0  # times fired since start
+
+    def event(self) -> asyncio.Event:
+        """The event the next `fire()` sets; take it when the sleep starts."""
+        return self._event
+
+    def fire(self) -> None:
+        self.fired += 1
+        self._event.set()
+        self._event = asyncio.Event()

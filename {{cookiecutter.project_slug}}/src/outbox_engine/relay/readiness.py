@@ -5,7 +5,9 @@ relay/worker.py reports it) and, if a box relays to Kafka, Kafka answers a metad
 for the first Kafka transport's topic (checked here every `kafka_check_interval`; not the
 whole cluster's metadata, which costs CPU in proportion to its topics). After each check,
 the producer replaces its client if it is stuck (`KafkaProducer.recover`, see
-transports/kafka_stuck.py). "worker ready" is logged once, the first time both answer; an
+transports/kafka_stuck.py). When Kafka answers again after failed checks, or the client was
+replaced, `recovered` fires: the lanes backing off from the outage try again at once
+(relay/lanes.py). "worker ready" is logged once, the first time both answer; an
 outage is logged when it starts and when it ends, never per check, so a long outage does
 not flood the log. The startup helpers (`checked_topic`, `describe_dsn`,
 `kafka_timeout_warnings`) say what the worker will wait for and warn about settings that
@@ -20,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from urllib.parse import urlsplit
 
 from outbox_engine.config.registry import Box
-from outbox_engine.relay.pacing import Pacer
+from outbox_engine.relay.pacing import Pacer, Pulse
 from outbox_engine.transports.base import TransportUnavailable
 from outbox_engine.transports.builtin import KafkaTransport
 from outbox_engine.transports.kafka import KafkaProducer
@@ -103,6 +105,8 @@ class WorkerHealth:
         self.kafka_problem: str | None = "not checked yet" if self.uses_kafka else None
         self.kafka_check_interval = kafka_check_interval
         self.kafka_checked = asyncio.Event()
+        # Fired when Kafka may be back for the lanes: see the module's docstring.
+        self.recovered = Pulse()
         if not self.uses_kafka:
             self.kafka_checked.set()
         self._said_ready = False
@@ -124,8 +128,12 @@ class WorkerHealth:
             try:
                 producer.start()
                 await producer.check(wait_seconds=3.0, topic=self.kafka_topic)
-                if self.kafka_problem is not None and self.kafka_checked.is_set():
-                    log.info("Kafka reachable again")
+                if self.kafka_problem is not None:
+                    if self.kafka_checked.is_set():
+                        log.info("Kafka reachable again")
+                    # Also at the first answer: lanes that found no broker before it (the
+                    # worker started first) back off too.
+                    self.recovered.fire()
                 self.kafka_problem = None
             except TransportUnavailable as exc:
                 if self.kafka_problem is None or not self.kafka_checked.is_set():
@@ -138,7 +146,8 @@ class WorkerHealth:
             # A client that cannot write to partitions the cluster leads, or that has not
             # reached a cluster a new client reaches, is replaced (logged there; see
             # transports/kafka_stuck.py). The next check asks through the new one.
-            await producer.recover()
+            if await producer.recover() is not None:
+                self.recovered.fire()  # the next attempt goes through the new client
             self.kafka_checked.set()
             self.announce()
             await pacer.sleep(self.kafka_check_interval)

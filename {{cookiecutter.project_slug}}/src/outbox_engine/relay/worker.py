@@ -92,7 +92,6 @@ class Worker:
             pauses,
             DriverConnections(resources.engine, keep=True, settings=RELAY_SESSION_SETTINGS),
         )
-        self.lanes = Lanes(self._pacer, pauses, self.probe)
         self.upkeep = CaptureUpkeep(
             resources.engine,
             self.boxes,
@@ -109,6 +108,7 @@ class Worker:
             self._owned,
             options.kafka_check_interval,
         )
+        self.lanes = Lanes(self._pacer, pauses, self.probe, self.health.recovered)
         # Set while the lock connection is up (and Kafka was checked once): see readiness.py.
         self.ready = self.health.ready
         self.readiness = self.health.readiness

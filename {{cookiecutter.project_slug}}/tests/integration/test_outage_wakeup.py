@@ -1,0 +1,167 @@
+"""A lane backing off from a Kafka outage is woken when the worker's Kafka check finds the
+broker answering again (relay/lanes.py, relay/readiness.py): on a real broker stopped and
+started, with the timeline of the lane's batches. Marked slow (about a minute)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import shlex
+import subprocess
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+from sqlalchemy import func, select
+
+from {{ cookiecutter.package_name }}.container import Container
+from outbox_engine.config.registry import Box
+from outbox_engine.observability.observer import Observer
+from outbox_engine.relay.app import build_worker
+from outbox_engine.relay.options import WorkerOptions
+from outbox_engine.store.status import ItemStatus
+from outbox_engine.transports.base import ItemRecord
+from outbox_engine.transports.kafka import KafkaProducer
+
+from ..support import OutboxItem, make_registry, read_topic, wait_for
+
+pytestmark = pytest.mark.slow
+
+KAFKA_CONTROL = ("TEST_KAFKA_STOP_CMD", "TEST_KAFKA_START_CMD")
+
+
+def delivered_at_least(container: Container, expected: int) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        query = (
+            select(func.count())
+            .select_from(OutboxItem)
+            .where(OutboxItem.status == int(ItemStatus.DELIVERED))
+        )
+        async with container.session_factory()() as session:
+            return int((await session.execute(query)).scalar_one()) >= expected
+
+    return check
+
+
+class BatchTimes(Observer):
+    """When each batch was claimed, and when each batch that found the destination
+    unavailable ended (loop time): the lane backs off after it. (Its other items are
+    `deferred`: later items of a key whose first did not go.)"""
+
+    def __init__(self) -> None:
+        self.claims: list[float] = []
+        self.unavailable: list[float] = []
+
+    def claimed(self, box: Box, count: int) -> None:
+        self.claims.append(asyncio.get_running_loop().time())
+
+    def outcomes(self, box: Box, results: Sequence[tuple[ItemRecord, str]], seconds: float) -> None:
+        if any(outcome == "unavailable" for _, outcome in results):
+            self.unavailable.append(asyncio.get_running_loop().time())
+
+    def backed_off(self, times: int) -> Callable[[], Awaitable[bool]]:
+        """A check for `wait_for`: the lane began its `times`-th outage back-off."""
+
+        async def check() -> bool:
+            return len(self.unavailable) >= times
+
+        return check
+
+
+def broker_answers(bootstrap: str, within: float) -> bool:
+    """Whether a new client gets the cluster's metadata within `within` seconds."""
+    admin = AdminClient(
+        {"bootstrap.servers": bootstrap, "reconnect.backoff.max.ms": 200, "log_level": 0}
+    )
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        with contextlib.suppress(KafkaException):
+            if admin.list_topics(timeout=0.5).brokers:
+                return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.skipif(
+    not all(os.environ.get(v) for v in KAFKA_CONTROL),
+    reason="set TEST_KAFKA_STOP_CMD and TEST_KAFKA_START_CMD to commands that stop and start the test broker",
+)
+async def test_delivery_resumes_within_a_kafka_check_of_the_brokers_return(
+    container: Container, env_topics: str
+) -> None:
+    """A lane backs off from an outage 0.5 s doubling to 30 s; the worker's Kafka check
+    ends the back-off when Kafka answers again and starts it over, so delivery does not
+    wait out the rest of it. The producer times out in 1 s here (25 s by default) so the
+    back-off grows in ~22 s; the broker is started as the lane begins its 6th back-off
+    (16 s) and answers ~20 s later, during the 7th (30 s): a lane that slept on would
+    deliver ~27 s after the broker's return. Measured here: the first attempt after the
+    wake-up can still time out (the broker answers metadata before it takes writes), the
+    next, 0.5 s later, delivers."""
+    settings = container.settings()
+    bootstrap = settings.kafka_bootstrap_servers
+    producer = KafkaProducer(
+        {**settings.kafka_config(), "message.timeout.ms": 1000, "reconnect.backoff.max.ms": 500}
+    )
+    times = BatchTimes()
+    resources = dataclasses.replace(container.resources(), producer=producer, observer=times)
+    options = WorkerOptions(concurrency=1, rebalance_interval=0.2, kafka_check_interval=0.5)
+    worker = build_worker(make_registry(), resources, settings.asyncpg_dsn, options)
+    outbox = container.outbox()
+
+    async def create(start: int, n: int) -> None:
+        async with container.session_factory()() as session, session.begin():
+            await outbox.create_batch(
+                session,
+                OutboxItem,
+                [
+                    {"event_key": str(i % 10), "event_name": "seq", "payload": {"seq": i}}
+                    for i in range(start, start + n)
+                ],
+            )
+
+    loop = asyncio.get_running_loop()
+    run = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(worker.ready.wait(), 10)
+        await create(0, 20)
+        await wait_for(delivered_at_least(container, 20), within=30)
+        await asyncio.to_thread(
+            subprocess.run, shlex.split(os.environ["TEST_KAFKA_STOP_CMD"]), check=True
+        )
+        start_command = shlex.split(os.environ["TEST_KAFKA_START_CMD"])
+        starting: asyncio.subprocess.Process | None = None
+        try:
+            await create(20, 50)
+            await wait_for(times.backed_off(6), within=90)
+            sixth = times.unavailable[5]
+            starting = await asyncio.create_subprocess_exec(*start_command)
+            assert await asyncio.to_thread(broker_answers, bootstrap, 60.0)
+            back = loop.time()
+        finally:
+            if starting is None:
+                await asyncio.to_thread(subprocess.run, start_command, check=True)
+            else:
+                assert await asyncio.wait_for(starting.wait(), 120) == 0
+        await wait_for(delivered_at_least(container, 70), within=60)
+        delivered = loop.time()
+    finally:
+        worker.stop()
+        await asyncio.wait_for(run, 30)
+        await producer.close()
+    timeline = (
+        f"6th back-off at 0, broker answered at {back - sixth:.1f} s, all delivered at "
+        f"{delivered - sixth:.1f} s; back-offs began at "
+        f"{[round(t - sixth, 1) for t in times.unavailable]}"
+    )
+    assert delivered - back < 10.0, timeline
+    first_after = min(t for t in times.claims if t > back)
+    assert first_after - back < 4.0, timeline
+    async with container.session_factory()() as session:
+        errors = (await session.execute(select(func.sum(OutboxItem.errors_count)))).scalar_one()
+    assert errors == 0
+    received = read_topic(bootstrap, env_topics, expect=70)
+    assert len({m.headers["message-id"] for m in received}) == 70
