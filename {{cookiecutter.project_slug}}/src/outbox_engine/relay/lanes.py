@@ -8,10 +8,10 @@ and when the idle probe (relay/idle_probe.py, one statement for all idle lanes e
 worker runs: a database error or any other exception is logged and retried with a growing
 pause (its items stay pending), and a destination that is unavailable backs the lane off
 without consuming a retry: 0.5 s doubling to 30 s, cut short when the worker's Kafka check
-finds Kafka answering again or replaces the producer's client (`recovered`), and then
-started over, so delivery resumes within a check (and the broker's own start) of its
-return, not up to 30 s later. Each turn stamps a
-tick; `liveness()` fails when a lane stops turning.
+finds Kafka answering again or replaces the producer's client (`recovered`, for the boxes
+that relay to Kafka), and then started over, so delivery resumes within a check (and the
+broker's own start) of its return, not up to 30 s later. Each turn stamps a tick;
+`liveness()` fails when a lane stops turning.
 """
 
 from __future__ import annotations
@@ -44,20 +44,22 @@ def lanes_to_wake(payload: str, concurrency: int) -> set[int] | None:
 class Lanes:
     """Runs the lanes of every box, and knows when each last turned."""
 
-    def __init__(
-        self, pacer: Pacer, pauses: PauseReader, probe: IdleProbe, recovered: Pulse | None = None
-    ) -> None:
+    def __init__(self, pacer: Pacer, pauses: PauseReader, probe: IdleProbe) -> None:
         self.pacer = pacer
         self.pauses = pauses
         self.probe = probe
-        # Fired when the destination may be back: ends the outage back-offs sleeping then.
-        self.recovered = recovered or Pulse()
         self._ticks: dict[str, float] = {}
 
     async def run(
-        self, state: BoxOwnership, lane: int, processor: BoxProcessor, wake: asyncio.Event
+        self,
+        state: BoxOwnership,
+        lane: int,
+        processor: BoxProcessor,
+        wake: asyncio.Event,
+        recovered: Pulse | None = None,
     ) -> None:
-        """Process lane `lane` of `state.box` until the worker stops."""
+        """Process lane `lane` of `state.box` until the worker stops. `recovered` fires
+        when the box's destination may be back: it ends an outage back-off sleeping then."""
         box = state.box
         sleep = self.pacer.sleep
         outage = 0
@@ -109,9 +111,9 @@ class Lanes:
                     f"({report.unavailable_error}); backing off {delay:.1f}s (no retry consumed)",
                     key=f"unavailable:{box.name}",
                 )
-                back = self.recovered.event()
+                back = recovered.event() if recovered is not None else None
                 await sleep(delay, back)
-                if back.is_set():
+                if back is not None and back.is_set():
                     # Kafka answers again: a failure now is the broker still starting (its
                     # metadata answered before it takes writes), or a new outage; either way
                     # the back-off starts over from 0.5 s rather than at 30 s.

@@ -6,12 +6,12 @@ for the first Kafka transport's topic (checked here every `kafka_check_interval`
 whole cluster's metadata, which costs CPU in proportion to its topics). After each check,
 the producer replaces its client if it is stuck (`KafkaProducer.recover`, see
 transports/kafka_stuck.py). When Kafka answers again after failed checks, or the client was
-replaced, `recovered` fires: the lanes backing off from the outage try again at once
-(relay/lanes.py). "worker ready" is logged once, the first time both answer; an
-outage is logged when it starts and when it ends, never per check, so a long outage does
-not flood the log. The startup helpers (`checked_topic`, `describe_dsn`,
-`kafka_timeout_warnings`) say what the worker will wait for and warn about settings that
-would turn a Kafka outage into consumed retries.
+replaced, `recovered` fires: the lanes of the boxes that relay to Kafka (`kafka_transports`)
+that are backing off from an outage try again at once (relay/lanes.py). "worker ready" is
+logged once, the first time both answer; an outage is logged when it starts and when it
+ends, never per check, so a long outage does not flood the log. The startup helpers
+(`checked_topic`, `describe_dsn`, `kafka_timeout_warnings`) say what the worker will wait
+for and warn about settings that would turn a Kafka outage into consumed retries.
 """
 
 from __future__ import annotations
@@ -64,17 +64,22 @@ def describe_dsn(dsn: str) -> str:
         return "the configured database"
 
 
+def kafka_transports(box: Box) -> list[KafkaTransport]:
+    """The Kafka transports of an outbox box, in configuration order (an inbox box's
+    transports are its handlers: none)."""
+    if box.kind != "outbox":
+        return []
+    return [b.transport for b in box.transports if isinstance(b.transport, KafkaTransport)]
+
+
 def checked_topic(boxes: Iterable[Box]) -> str | None:
     """The topic whose metadata the Kafka check asks for: the first Kafka transport's own,
     one the worker produces to (where the cluster creates topics on first use, the first
     check creates it, as the first delivery would); None when no outbox box relays to
     Kafka (then Kafka is not part of readiness)."""
     for box in boxes:
-        if box.kind != "outbox":
-            continue
-        for binding in box.transports:
-            if isinstance(binding.transport, KafkaTransport):
-                return binding.transport.topic
+        for transport in kafka_transports(box):
+            return transport.topic
     return None
 
 

@@ -34,7 +34,11 @@ from outbox_engine.relay.lanes import Lanes, lanes_to_wake
 from outbox_engine.relay.options import WorkerOptions
 from outbox_engine.relay.pacing import DB_ERRORS, Pacer
 from outbox_engine.relay.processor import RELAY_SESSION_SETTINGS, BoxProcessor
-from outbox_engine.relay.readiness import WorkerHealth, kafka_timeout_warnings
+from outbox_engine.relay.readiness import (
+    WorkerHealth,
+    kafka_timeout_warnings,
+    kafka_transports,
+)
 from outbox_engine.store.depth import sample_depth
 from outbox_engine.store.ownership import Ownership
 from outbox_engine.store.pauses import PauseReader
@@ -108,7 +112,7 @@ class Worker:
             self._owned,
             options.kafka_check_interval,
         )
-        self.lanes = Lanes(self._pacer, pauses, self.probe, self.health.recovered)
+        self.lanes = Lanes(self._pacer, pauses, self.probe)
         # Set while the lock connection is up (and Kafka was checked once): see readiness.py.
         self.ready = self.health.ready
         self.readiness = self.health.readiness
@@ -154,6 +158,7 @@ class Worker:
                     lane,
                     self.processors[state.box.name],
                     self._wake[state.box.channel][lane],
+                    self.health.recovered if kafka_transports(state.box) else None,
                 ),
                 name=f"lane:{state.box.name}:{lane}",
             )
