@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 import threading
 import time
 import uuid
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
+import pytest
 import yaml
 from alembic import command
 from alembic.config import Config
@@ -263,6 +265,26 @@ def order_violations(sequences: dict[str, list[int]]) -> int:
 
 
 # -- the worker, in process ----------------------------------------------------------------
+
+# Fault tests that stop and start the test broker run only where these commands are given.
+needs_kafka_control = pytest.mark.skipif(
+    not all(os.environ.get(v) for v in ("TEST_KAFKA_STOP_CMD", "TEST_KAFKA_START_CMD")),
+    reason="set TEST_KAFKA_STOP_CMD and TEST_KAFKA_START_CMD to commands that stop and start "
+    "the test broker",
+)
+
+
+async def create_numbered(container: Container, start: int, n: int, keys: int = 10) -> None:
+    """Items `start` .. `start + n - 1` in one transaction: `{"seq": i}` on key `i % keys`."""
+    async with container.session_factory()() as session, session.begin():
+        await container.outbox().create_batch(
+            session,
+            OutboxItem,
+            [
+                {"event_key": str(i % keys), "event_name": "seq", "payload": {"seq": i}}
+                for i in range(start, start + n)
+            ],
+        )
 
 
 @asynccontextmanager

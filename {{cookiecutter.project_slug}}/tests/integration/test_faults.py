@@ -22,7 +22,9 @@ from outbox_engine.store.status import ItemStatus
 from ..support import (
     InboxItem,
     OutboxItem,
+    create_numbered,
     make_registry,
+    needs_kafka_control,
     order_violations,
     produce,
     read_topic,
@@ -107,38 +109,19 @@ async def _delivered_at_least(container: Container, expected: int) -> bool:
     return await count(container, OutboxItem, ItemStatus.DELIVERED) >= expected
 
 
-KAFKA_CONTROL = ("TEST_KAFKA_STOP_CMD", "TEST_KAFKA_START_CMD")
-
-
-@pytest.mark.skipif(
-    not all(os.environ.get(v) for v in KAFKA_CONTROL),
-    reason="set TEST_KAFKA_STOP_CMD and TEST_KAFKA_START_CMD to commands that stop and start the test broker",
-)
+@needs_kafka_control
 async def test_a_kafka_outage_delays_delivery_without_losing_items_or_retries(
     container: Container, env_topics: str
 ) -> None:
     registry = make_registry()
-    outbox = container.outbox()
-
-    async def create(start: int, n: int) -> None:
-        async with container.session_factory()() as session, session.begin():
-            await outbox.create_batch(
-                session,
-                OutboxItem,
-                [
-                    {"event_key": str(i % 10), "event_name": "seq", "payload": {"seq": i}}
-                    for i in range(start, start + n)
-                ],
-            )
-
     async with running_worker(container, registry):
-        await create(0, 100)
+        await create_numbered(container, 0, 100)
         await wait_for(lambda: _delivered_at_least(container, 100), within=30)
         await asyncio.to_thread(
             subprocess.run, shlex.split(os.environ["TEST_KAFKA_STOP_CMD"]), check=True
         )
         try:
-            await create(100, 300)
+            await create_numbered(container, 100, 300)
             await asyncio.sleep(5)
             during_outage = await count(container, OutboxItem, ItemStatus.DELIVERED)
         finally:

@@ -27,11 +27,16 @@ from outbox_engine.store.status import ItemStatus
 from outbox_engine.transports.base import ItemRecord
 from outbox_engine.transports.kafka import KafkaProducer
 
-from ..support import OutboxItem, make_registry, read_topic, wait_for
+from ..support import (
+    OutboxItem,
+    create_numbered,
+    make_registry,
+    needs_kafka_control,
+    read_topic,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
-
-KAFKA_CONTROL = ("TEST_KAFKA_STOP_CMD", "TEST_KAFKA_START_CMD")
 
 
 def delivered_at_least(container: Container, expected: int) -> Callable[[], Awaitable[bool]]:
@@ -86,10 +91,7 @@ def broker_answers(bootstrap: str, within: float) -> bool:
     return False
 
 
-@pytest.mark.skipif(
-    not all(os.environ.get(v) for v in KAFKA_CONTROL),
-    reason="set TEST_KAFKA_STOP_CMD and TEST_KAFKA_START_CMD to commands that stop and start the test broker",
-)
+@needs_kafka_control
 async def test_delivery_resumes_within_a_kafka_check_of_the_brokers_return(
     container: Container, env_topics: str
 ) -> None:
@@ -110,24 +112,12 @@ async def test_delivery_resumes_within_a_kafka_check_of_the_brokers_return(
     resources = dataclasses.replace(container.resources(), producer=producer, observer=times)
     options = WorkerOptions(concurrency=1, rebalance_interval=0.2, kafka_check_interval=0.5)
     worker = build_worker(make_registry(), resources, settings.asyncpg_dsn, options)
-    outbox = container.outbox()
-
-    async def create(start: int, n: int) -> None:
-        async with container.session_factory()() as session, session.begin():
-            await outbox.create_batch(
-                session,
-                OutboxItem,
-                [
-                    {"event_key": str(i % 10), "event_name": "seq", "payload": {"seq": i}}
-                    for i in range(start, start + n)
-                ],
-            )
 
     loop = asyncio.get_running_loop()
     run = asyncio.create_task(worker.run())
     try:
         await asyncio.wait_for(worker.ready.wait(), 10)
-        await create(0, 20)
+        await create_numbered(container, 0, 20)
         await wait_for(delivered_at_least(container, 20), within=30)
         await asyncio.to_thread(
             subprocess.run, shlex.split(os.environ["TEST_KAFKA_STOP_CMD"]), check=True
@@ -135,7 +125,7 @@ async def test_delivery_resumes_within_a_kafka_check_of_the_brokers_return(
         start_command = shlex.split(os.environ["TEST_KAFKA_START_CMD"])
         starting: asyncio.subprocess.Process | None = None
         try:
-            await create(20, 50)
+            await create_numbered(container, 20, 50)
             await wait_for(times.backed_off(6), within=90)
             sixth = times.unavailable[5]
             starting = await asyncio.create_subprocess_exec(*start_command)
