@@ -57,12 +57,12 @@ class Pacer:
 
 class Pulse:
     """An edge, not a state: `fire()` wakes every sleep that waits on `event()` at that
-    moment and none that starts later. The lanes backing off from an outage wait on it
-    (relay/lanes.py) and the Kafka check fires it when Kafka answers again or the producer's
-    client was replaced (relay/readiness.py). A level (an Event left set while Kafka
-    answers) would end every later back-off at once: a destination that the check reaches
-    but that refuses a box's items (a topic without a leader, a custom transport) would
-    have its lanes retry without a pause."""
+    moment and none that starts later. The lanes of the boxes that relay to Kafka wait on
+    it while backing off from an outage (relay/lanes.py), and the Kafka check fires it when
+    Kafka answers again or the producer's client was replaced (relay/readiness.py). A level
+    (an Event left set while Kafka answers) would end every later back-off at once: a box
+    whose topic the cluster answers for but does not take writes to (a partition without a
+    leader) would have its lanes retry without a pause."""
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
