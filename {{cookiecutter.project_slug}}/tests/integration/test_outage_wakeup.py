@@ -100,9 +100,9 @@ async def test_delivery_resumes_within_a_kafka_check_of_the_brokers_return(
     wait out the rest of it. The producer times out in 1 s here (25 s by default) so the
     back-off grows in ~22 s; the broker is started as the lane begins its 6th back-off
     (16 s) and answers ~20 s later, during the 7th (30 s): a lane that slept on would
-    deliver ~27 s after the broker's return. Measured here: the first attempt after the
-    wake-up can still time out (the broker answers metadata before it takes writes), the
-    next, 0.5 s later, delivers."""
+    deliver ~30 s after the broker's return (29.5 s measured). Here the first attempt after
+    the wake-up can still time out (the broker answers metadata before it takes writes),
+    the next, 0.5 s later, delivers."""
     settings = container.settings()
     bootstrap = settings.kafka_bootstrap_servers
     producer = KafkaProducer(
