@@ -41,9 +41,7 @@ def kafka_timeout_warnings(boxes: Iterable[Box], producer_config: dict[str, obje
         return []
     warnings = []
     for box in boxes:
-        if box.kind != "outbox" or not any(
-            isinstance(b.transport, KafkaTransport) for b in box.transports
-        ):
+        if not kafka_transports(box):
             continue
         if box.config.transport_timeout_seconds * 1000 <= producer_ms:
             warnings.append(
