@@ -22,6 +22,7 @@ import yaml
 from alembic import command
 from alembic.config import Config
 from confluent_kafka import Consumer, KafkaError, TopicPartition
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from {{ cookiecutter.package_name }} import items
@@ -40,6 +41,7 @@ from outbox_engine.relay.options import WorkerOptions
 from outbox_engine.relay.worker import Worker
 from outbox_engine.store.audit import audit_table
 from outbox_engine.store.pauses import pauses_table
+from outbox_engine.store.status import ItemStatus
 from outbox_engine.transports.base import (
     InboxHandler,
     ItemRecord,
@@ -272,6 +274,17 @@ needs_kafka_control = pytest.mark.skipif(
     reason="set TEST_KAFKA_STOP_CMD and TEST_KAFKA_START_CMD to commands that stop and start "
     "the test broker",
 )
+
+
+async def delivered_at_least(container: Container, expected: int) -> bool:
+    """Whether at least `expected` outbox items are marked delivered (for `wait_for`)."""
+    query = (
+        select(func.count())
+        .select_from(OutboxItem)
+        .where(OutboxItem.status == int(ItemStatus.DELIVERED))
+    )
+    async with container.session_factory()() as session:
+        return int((await session.execute(query)).scalar_one()) >= expected
 
 
 async def create_numbered(container: Container, start: int, n: int, keys: int = 10) -> None:

@@ -23,6 +23,7 @@ from ..support import (
     InboxItem,
     OutboxItem,
     create_numbered,
+    delivered_at_least,
     make_registry,
     needs_kafka_control,
     order_violations,
@@ -83,11 +84,11 @@ async def test_a_sigkilled_worker_loses_nothing_and_keys_stay_in_order(
     try:
         await create_sequences(container, keys, per_key)
         total = keys * per_key
-        await wait_for(lambda: _delivered_at_least(container, total // 5), within=60)
+        await wait_for(lambda: delivered_at_least(container, total // 5), within=60)
         workers[0].send_signal(signal.SIGKILL)  # mid-stream: no chance to record its batch
         workers[0].wait(10)
         workers[0] = spawn(["worker"], env)
-        await wait_for(lambda: _delivered_at_least(container, total), within=120)
+        await wait_for(lambda: delivered_at_least(container, total), within=120)
     finally:
         for worker in workers:
             stop(worker)
@@ -105,10 +106,6 @@ async def test_a_sigkilled_worker_loses_nothing_and_keys_stay_in_order(
     assert order_violations(per_key_seqs) == 0
 
 
-async def _delivered_at_least(container: Container, expected: int) -> bool:
-    return await count(container, OutboxItem, ItemStatus.DELIVERED) >= expected
-
-
 @needs_kafka_control
 async def test_a_kafka_outage_delays_delivery_without_losing_items_or_retries(
     container: Container, env_topics: str
@@ -116,7 +113,7 @@ async def test_a_kafka_outage_delays_delivery_without_losing_items_or_retries(
     registry = make_registry()
     async with running_worker(container, registry):
         await create_numbered(container, 0, 100)
-        await wait_for(lambda: _delivered_at_least(container, 100), within=30)
+        await wait_for(lambda: delivered_at_least(container, 100), within=30)
         await asyncio.to_thread(
             subprocess.run, shlex.split(os.environ["TEST_KAFKA_STOP_CMD"]), check=True
         )
@@ -128,7 +125,7 @@ async def test_a_kafka_outage_delays_delivery_without_losing_items_or_retries(
             await asyncio.to_thread(
                 subprocess.run, shlex.split(os.environ["TEST_KAFKA_START_CMD"]), check=True
             )
-        await wait_for(lambda: _delivered_at_least(container, 400), within=120)
+        await wait_for(lambda: delivered_at_least(container, 400), within=120)
     assert during_outage == 100
     async with container.session_factory()() as session:
         errors = (await session.execute(select(func.sum(OutboxItem.errors_count)))).scalar_one()
@@ -175,7 +172,7 @@ async def test_sigterm_lets_the_worker_finish_its_batch_and_exit(
     await create_sequences(container, keys=20, per_key=100)
     worker = spawn(["worker"], service_env(container))
     try:
-        await wait_for(lambda: _delivered_at_least(container, 1), within=60)
+        await wait_for(lambda: delivered_at_least(container, 1), within=60)
         worker.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(worker.wait, 40)
     finally:

@@ -23,13 +23,13 @@ from outbox_engine.config.registry import Box
 from outbox_engine.observability.observer import Observer
 from outbox_engine.relay.app import build_worker
 from outbox_engine.relay.options import WorkerOptions
-from outbox_engine.store.status import ItemStatus
 from outbox_engine.transports.base import ItemRecord
 from outbox_engine.transports.kafka import KafkaProducer
 
 from ..support import (
     OutboxItem,
     create_numbered,
+    delivered_at_least,
     make_registry,
     needs_kafka_control,
     read_topic,
@@ -37,19 +37,6 @@ from ..support import (
 )
 
 pytestmark = pytest.mark.slow
-
-
-def delivered_at_least(container: Container, expected: int) -> Callable[[], Awaitable[bool]]:
-    async def check() -> bool:
-        query = (
-            select(func.count())
-            .select_from(OutboxItem)
-            .where(OutboxItem.status == int(ItemStatus.DELIVERED))
-        )
-        async with container.session_factory()() as session:
-            return int((await session.execute(query)).scalar_one()) >= expected
-
-    return check
 
 
 class BatchTimes(Observer):
@@ -118,7 +105,7 @@ async def test_delivery_resumes_within_a_kafka_check_of_the_brokers_return(
     try:
         await asyncio.wait_for(worker.ready.wait(), 10)
         await create_numbered(container, 0, 20)
-        await wait_for(delivered_at_least(container, 20), within=30)
+        await wait_for(lambda: delivered_at_least(container, 20), within=30)
         await asyncio.to_thread(
             subprocess.run, shlex.split(os.environ["TEST_KAFKA_STOP_CMD"]), check=True
         )
@@ -136,7 +123,7 @@ async def test_delivery_resumes_within_a_kafka_check_of_the_brokers_return(
                 await asyncio.to_thread(subprocess.run, start_command, check=True)
             else:
                 assert await asyncio.wait_for(starting.wait(), 120) == 0
-        await wait_for(delivered_at_least(container, 70), within=60)
+        await wait_for(lambda: delivered_at_least(container, 70), within=60)
         delivered = loop.time()
     finally:
         worker.stop()
