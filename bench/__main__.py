@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import checks, docs, results_files
+from . import checks, docs, machine, results_files
 from .cli import parse_args, replay_command
 from .context import Context
 from .envs import cache_dir, log
@@ -69,11 +69,21 @@ def main() -> int:
             # Untimed: the first run after the services start paid for the broker's warm-up.
             warmup = warm_broker(ctx, 3.0 if args.quick else 20.0)
             run_started = time.time()
+            cpu_before = machine.cpu_counters()
             plan = Plan(scenarios, systems, sizes, repeats, seed, first_wait_s, run_wait_s)
             outcome = run_plan(ctx, plan)
             # Here: machine facts read from the baked venv, which goes with the temp dir.
             meta = metadata(
-                sizes, repeats, systems, pg, started, run_started, fill_seconds, outcome, run_wait_s
+                sizes,
+                repeats,
+                systems,
+                pg,
+                started,
+                run_started,
+                fill_seconds,
+                outcome,
+                run_wait_s,
+                cpu_before,
             )
         finally:
             ctx.cleanup()

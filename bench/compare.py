@@ -38,6 +38,36 @@ def load(path: Path) -> tuple[str, dict[Key, dict[str, Any]]]:
     return str(doc.get("started", "?")), keyed
 
 
+def cpu_line(path: Path) -> str:
+    """The results file's "CPU: ..." machine line ("" when it has none)."""
+    machine = json.loads(path.read_text()).get("machine") or []
+    return next((m for m in machine if isinstance(m, str) and m.startswith("CPU:")), "")
+
+
+def machines_note(first: str, second: str) -> str:
+    """Which machines the two runs had; runs on different CPUs are not the rule's case.
+    Files written before the CPU line named family and model only say e.g. "AMD EPYC"."""
+    if not first or not second:
+        return "Machines: not known for both runs."
+    if first == second:
+        return f"Both runs: {first.removeprefix('CPU: ')}."
+    described = ["family " in line for line in (first, second)]
+    if not all(described):
+        which = " and ".join(
+            name for name, ok in zip(("first", "second"), described, strict=True) if not ok
+        )
+        return (
+            f"Machines: first {first.removeprefix('CPU: ')}; second "
+            f"{second.removeprefix('CPU: ')}. The {which} run's file does not name the CPU's "
+            "family and model, so whether both ran on one kind of CPU is not known."
+        )
+    return (
+        f"The machines differ (first: {first.removeprefix('CPU: ')}; second: "
+        f"{second.removeprefix('CPU: ')}): ratios against the single-connection baseline "
+        "follow the CPU, so this is not the rule's comparison of one kind of machine."
+    )
+
+
 def change(first: float, second: float) -> float:
     """second / first - 1; nan when the first is 0 or either is not a number."""
     if not first or math.isnan(first) or math.isnan(second):
@@ -129,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = compare(first, second, args.tolerance)
     only = ([k for k in first if k not in second], [k for k in second if k not in first])
     print(render((first_at, second_at), rows, only, args.tolerance))
+    print(machines_note(cpu_line(args.first), cpu_line(args.second)))
     if not rows:
         print("bench.compare: the two runs share no ratio", file=sys.stderr)
         return 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
@@ -20,6 +21,56 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def cpu_identity(cpuinfo: str | None = None) -> str:
+    """Family, model, stepping, clock and cache of the first CPU in /proc/cpuinfo, e.g.
+    "family 26, model 2, stepping 1; 2,596 MHz; cache 1024 KB" ("" where there is none).
+
+    Why: a virtual machine's "model name" can be a bare "AMD EPYC", whatever generation runs
+    it. Two fresh machines that both printed only that drained the same commit at 14k and 32k
+    msgs/s (one worker), and the ratios against the single-connection baseline moved with
+    them; which CPUs they were, the report could not tell. Compare runs of the same family
+    and model."""
+    try:
+        text = cpuinfo if cpuinfo is not None else Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+    first: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if first:
+                break
+            continue
+        key, _, value = line.partition(":")
+        first.setdefault(key.strip(), value.strip())
+    parts = []
+    ids = [(k, first[k]) for k in ("cpu family", "model", "stepping") if first.get(k)]
+    if ids:
+        parts.append(", ".join(f"{k.removeprefix('cpu ')} {v}" for k, v in ids))
+    with contextlib.suppress(KeyError, ValueError):
+        parts.append(f"{float(first['cpu MHz']):,.0f} MHz")
+    if first.get("cache size"):
+        parts.append(f"cache {first['cache size']}")
+    return "; ".join(parts)
+
+
+def cpu_counters() -> list[int] | None:
+    """The machine-wide CPU time counters of /proc/stat's first line (None elsewhere)."""
+    try:
+        return [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def steal_pct(before: list[int] | None, after: list[int] | None) -> float:
+    """Share of all CPU time between two `cpu_counters()` that the hypervisor gave to other
+    guests (/proc/stat's 8th field, "steal"): on a shared host, time a timed run waited for
+    a core it had no way to see otherwise. nan when unknown."""
+    if not before or not after or len(before) < 8 or len(after) < 8:
+        return float("nan")
+    total = sum(after) - sum(before)
+    return 100.0 * (after[7] - before[7]) / total if total > 0 else float("nan")
 
 
 def ram_gib() -> float:

@@ -4,6 +4,7 @@ the sizes, and the notes of each section."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import statistics
 import time
@@ -67,6 +68,20 @@ def settle_note(outcome: Outcome, run_wait_s: float) -> str:
     )
 
 
+def _cpu_line() -> str:
+    identity = machine.cpu_identity()
+    return f"{machine.cpu_model()} ({identity})" if identity else machine.cpu_model()
+
+
+def steal_line(pct: float) -> str:
+    if math.isnan(pct):
+        return "CPU steal during the timed runs: not known (no /proc/stat)"
+    return (
+        f"CPU steal during the timed runs: {pct:.2f}% of all CPU time (/proc/stat: time the "
+        "hypervisor ran other guests while this machine's runs waited for a core)"
+    )
+
+
 def metadata(
     sizes: Sizes,
     repeats: int,
@@ -77,7 +92,9 @@ def metadata(
     fill_seconds: dict[str, float],
     outcome: Outcome,
     run_wait_s: float,
+    cpu_before: list[int] | None = None,
 ) -> dict[str, Any]:
+    """`cpu_before`: /proc/stat's counters when the timed runs started (the steal line)."""
     peers = [s.name for s in systems if s.name not in OWN_SYSTEMS]
     return {
         "repeats": repeats,
@@ -88,7 +105,8 @@ def metadata(
         "duration_min": (time.time() - started) / 60,
         "load_note": load_note(outcome),
         "machine": [
-            f"CPU: {machine.cpu_model()}, {os.cpu_count()} cores; RAM {machine.ram_gib():.0f} GiB",
+            f"CPU: {_cpu_line()}, {os.cpu_count()} cores; RAM {machine.ram_gib():.0f} GiB",
+            steal_line(machine.steal_pct(cpu_before, machine.cpu_counters())),
             f"PostgreSQL {pg.version()} (scripts/postgres.sh, its defaults: fsync on), "
             f"Apache Kafka {machine.kafka_version()} (KRaft, one broker, scripts/kafka.sh)",
             f"Python {machine.python_version(str(systems[0].python))} for every system",

@@ -169,3 +169,34 @@ def test_a_tolerance_that_is_not_a_fraction_is_refused(tmp_path: Path, tolerance
     done = _run(first, first, "--tolerance", tolerance)
     assert done.returncode == 2  # argparse's usage error
     assert "--tolerance" in done.stderr
+
+
+def _with_cpu(path: Path, cpu: str) -> Path:
+    doc = json.loads(path.read_text())
+    doc["machine"] = [cpu, "PostgreSQL 15"]
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_the_machines_of_both_runs_are_named_and_a_difference_said(tmp_path: Path) -> None:
+    zen5 = "CPU: AMD EPYC (family 26, model 2, stepping 1; 2,596 MHz; cache 1024 KB), 2 cores"
+    zen4 = "CPU: AMD EPYC (family 25, model 17, stepping 1; 2,400 MHz; cache 1024 KB), 2 cores"
+    spreads = [_spread("drain", "w1", "baseline", 1.5)]
+    first = _with_cpu(_results(tmp_path / "a.json", "day 1", spreads), zen5)
+    same = _with_cpu(_results(tmp_path / "b.json", "day 2", spreads), zen5)
+    other = _with_cpu(_results(tmp_path / "c.json", "day 2", spreads), zen4)
+    bare = _with_cpu(_results(tmp_path / "d.json", "day 0", spreads), "CPU: AMD EPYC, 2 cores")
+
+    done = _run(first, same)
+    assert done.returncode == 0
+    assert "Both runs: AMD EPYC (family 26, model 2" in done.stdout
+    differ = _run(first, other)
+    assert differ.returncode == 0  # the note does not change the verdict on the ratios
+    assert "The machines differ" in differ.stdout
+    assert "family 25, model 17" in differ.stdout
+    unknown = _run(bare, first)
+    assert "The first run's file does not name the CPU's family and model" in unknown.stdout
+    assert (
+        "Machines: not known for both runs."
+        in _run(_results(tmp_path / "e.json", "day 3", spreads), first).stdout
+    )

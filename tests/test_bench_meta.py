@@ -46,3 +46,42 @@ def test_a_busy_cpu_is_a_warning(busy: float) -> None:
 
 def test_no_run_at_all() -> None:
     assert meta.load_note(SimpleNamespace(results={})) == "No timed run completed."
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 26
+model\t\t: 2
+model name\t: AMD EPYC
+stepping\t: 1
+cpu MHz\t\t: 2596.098
+cache size\t: 1024 KB
+
+processor\t: 1
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+"""
+
+
+def test_the_cpu_line_names_family_model_clock_and_cache() -> None:
+    from bench import machine
+
+    assert machine.cpu_identity(CPUINFO) == (
+        "family 26, model 2, stepping 1; 2,596 MHz; cache 1024 KB"
+    )
+    assert machine.cpu_identity("model name\t: Some CPU\n") == ""
+    assert machine.cpu_identity("") == ""
+
+
+def test_steal_is_the_share_of_all_cpu_time_between_two_readings() -> None:
+    from bench import machine
+
+    # user nice system idle iowait irq softirq steal
+    before = [100, 0, 50, 800, 10, 0, 5, 35]
+    after = [300, 0, 150, 1600, 20, 0, 15, 115]  # 1,200 jiffies more, 80 of them stolen
+    assert machine.steal_pct(before, after) == pytest.approx(100 * 80 / 1200)
+    assert machine.steal_pct(before, before) != machine.steal_pct(before, before)  # nan
+    assert machine.steal_pct(None, after) != machine.steal_pct(None, after)
+    assert "6.67% of all CPU time" in meta.steal_line(100 * 80 / 1200)
+    assert "not known" in meta.steal_line(float("nan"))
