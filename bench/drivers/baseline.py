@@ -1,14 +1,15 @@
 """The raw baseline (runs in the bench venv): asyncpg + confluent-kafka, no framework.
 
 Its table has what a relay that keeps rows needs and nothing more: the primary key, the
-unique message id and the partial index of pending rows by (bucket, id). The relay claims
-up to `batch` pending rows of its buckets (one range scan of the pending index per bucket,
-ids in order, with the project relay's plan settings: see CLAIM), produces them all, waits
-for every delivery report, marks them delivered with one UPDATE, and loops; LISTEN/NOTIFY
-wakes it when idle. Process i of n owns the buckets b % n == i. The inbox consumer stores each batch with one `unnest` INSERT ... ON CONFLICT DO NOTHING,
-commits, then commits the Kafka offsets. Its retention (`purge`, for the growth scenario)
-deletes delivered rows older than `--seconds` in id-ordered batches of 1,000 from where the
-last batch ended, as a hand-written purge would.
+unique message id and the partial index of pending rows by (bucket, id). The relay claims up
+to `batch` pending rows of its buckets (one range scan of the pending index per bucket, ids
+in order, with the project relay's plan settings: see CLAIM), produces them all, waits for
+every delivery report, marks them delivered with one UPDATE, and loops; LISTEN/NOTIFY wakes
+it when idle. Process i of n owns the buckets b % n == i. The inbox consumer stores each
+batch with one `unnest` INSERT ... ON CONFLICT DO NOTHING, commits, then commits the Kafka
+offsets. Its retention (`purge`, for the growth scenario) deletes delivered rows older than
+`--seconds` in id-ordered batches of 1,000 from where the last batch ended, as a
+hand-written purge would.
 """
 
 from __future__ import annotations
