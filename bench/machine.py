@@ -55,24 +55,6 @@ def cpu_identity(cpuinfo: str | None = None) -> str:
     return "; ".join(parts)
 
 
-def cpu_counters() -> list[int] | None:
-    """The machine-wide CPU time counters of /proc/stat's first line (None elsewhere)."""
-    try:
-        return [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def steal_pct(before: list[int] | None, after: list[int] | None) -> float:
-    """Share of all CPU time between two `cpu_counters()` that the hypervisor gave to other
-    guests (/proc/stat's 8th field, "steal"): on a shared host, time a timed run waited for
-    a core it had no way to see otherwise. nan when unknown."""
-    if not before or not after or len(before) < 8 or len(after) < 8:
-        return float("nan")
-    total = sum(after) - sum(before)
-    return 100.0 * (after[7] - before[7]) / total if total > 0 else float("nan")
-
-
 def ram_gib() -> float:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -147,20 +129,34 @@ def wait_for_quiet(
         time.sleep(min(poll_seconds, max(deadline - time.monotonic(), 0.1)))
 
 
-def _cpu_times() -> tuple[int, int]:
-    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return sum(fields), idle
+def cpu_counters() -> list[int] | None:
+    """The machine-wide CPU time counters of /proc/stat's first line (None elsewhere)."""
+    try:
+        return [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _share_pct(before: list[int] | None, after: list[int] | None, fields: tuple[int, ...]) -> float:
+    """Share (%) of all CPU time between two `cpu_counters()` spent in `fields`; nan when
+    unknown."""
+    if not before or not after or min(len(before), len(after)) <= max(fields):
+        return float("nan")
+    total = sum(after) - sum(before)
+    spent = sum(after[i] - before[i] for i in fields)
+    return 100.0 * spent / total if total > 0 else float("nan")
+
+
+def steal_pct(before: list[int] | None, after: list[int] | None) -> float:
+    """Share of all CPU time between two `cpu_counters()` that the hypervisor gave to other
+    guests (/proc/stat's 8th field, "steal"): on a shared host, time a timed run waited for
+    a core it had no way to see otherwise. nan when unknown."""
+    return _share_pct(before, after, (7,))
 
 
 def cpu_busy_pct(seconds: float = 1.0) -> float:
     """Share of all CPUs busy over the next `seconds` (from /proc/stat; nan elsewhere): the
     load average lags by a minute, this is what the machine does right now."""
-    try:
-        total0, idle0 = _cpu_times()
-        time.sleep(seconds)
-        total1, idle1 = _cpu_times()
-    except (OSError, ValueError, IndexError):
-        return float("nan")
-    total = total1 - total0
-    return 100.0 * (total - (idle1 - idle0)) / total if total > 0 else float("nan")
+    before = cpu_counters()
+    time.sleep(seconds)
+    return 100.0 - _share_pct(before, cpu_counters(), (3, 4))  # idle + iowait
