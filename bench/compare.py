@@ -23,25 +23,27 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 Key = tuple[str, str, str]  # scenario, case, the other system
 
 
-def load(path: Path) -> tuple[str, dict[Key, dict[str, Any]]]:
-    """The run's start time and its ratio spreads, keyed by (scenario, case, vs)."""
+class Run(NamedTuple):
+    started: str  # when the run started, as its file says
+    spreads: dict[Key, dict[str, Any]]  # its ratio spreads, keyed by (scenario, case, vs)
+    cpu: str  # its "CPU: ..." machine line ("" when it has none)
+
+
+def load(path: Path) -> Run:
+    """One results file, read once."""
     doc = json.loads(path.read_text())
     spreads = doc.get("spreads")
     if not isinstance(spreads, list):
         raise ValueError(f"{path}: no 'spreads' list (not a bench results file)")
     keyed = {(s["scenario"], s["case"], s["vs"]): s for s in spreads}
-    return str(doc.get("started", "?")), keyed
-
-
-def cpu_line(path: Path) -> str:
-    """The results file's "CPU: ..." machine line ("" when it has none)."""
-    machine = json.loads(path.read_text()).get("machine") or []
-    return next((m for m in machine if isinstance(m, str) and m.startswith("CPU:")), "")
+    machine = doc.get("machine") or []
+    cpu = next((m for m in machine if isinstance(m, str) and m.startswith("CPU:")), "")
+    return Run(str(doc.get("started", "?")), keyed, cpu)
 
 
 def machines_note(first: str, second: str) -> str:
@@ -151,15 +153,15 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.tolerance < 10:
         parser.error("--tolerance: a fraction above 0, e.g. 0.15")
     try:
-        first_at, first = load(args.first)
-        second_at, second = load(args.second)
+        one, two = load(args.first), load(args.second)
     except (OSError, ValueError, KeyError) as exc:
         print(f"bench.compare: {exc}", file=sys.stderr)
         return 2
+    first, second = one.spreads, two.spreads
     rows = compare(first, second, args.tolerance)
     only = ([k for k in first if k not in second], [k for k in second if k not in first])
-    print(render((first_at, second_at), rows, only, args.tolerance))
-    print(machines_note(cpu_line(args.first), cpu_line(args.second)))
+    print(render((one.started, two.started), rows, only, args.tolerance))
+    print(machines_note(one.cpu, two.cpu))
     if not rows:
         print("bench.compare: the two runs share no ratio", file=sys.stderr)
         return 2

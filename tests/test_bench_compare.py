@@ -86,8 +86,8 @@ def test_changes_at_and_past_the_tolerance(tmp_path: Path) -> None:
             _spread("growth", "5M", "baseline", 0.8),  # only in the second
         ],
     )
-    _, a = compare.load(first)
-    _, b = compare.load(second)
+    a = compare.load(first).spreads
+    b = compare.load(second).spreads
     rows = compare.compare(a, b, 0.15)
     assert [r["key"] for r in rows] == [
         ("drain", "w1", "baseline"),
