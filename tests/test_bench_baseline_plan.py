@@ -13,6 +13,7 @@ reads about the pages of 500 rows, not those of every delivered one.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
@@ -72,15 +73,10 @@ async def _check(url: str) -> dict[str, Any]:
         )
         try:
             await conn.execute(baseline.SCHEMA)
+            rows = argparse.Namespace(keys=1000, size=1024)  # the bench's keys and sizes
             for start in range(0, ROWS, 1000):
-                seqs = range(start, start + 1000)
-                keys = [str(s % 1000) for s in seqs]
                 await conn.execute(
-                    baseline.INSERT,
-                    [uuid.uuid4() for _ in seqs],
-                    keys,
-                    [baseline.bucket_of(k) for k in keys],
-                    [b"x" * 1024 for _ in seqs],
+                    baseline.INSERT, *baseline._rows(range(start, start + 1000), rows)
                 )
             await conn.execute("VACUUM (ANALYZE) baseline_outbox")
             fresh = {
