@@ -29,6 +29,7 @@ pytestmark = pytest.mark.services
 sys.path.insert(0, str(REPO_ROOT / "bench" / "drivers"))
 import asyncpg  # noqa: E402
 import baseline  # noqa: E402
+import common  # noqa: E402
 
 ROWS = 20_000
 CLAIM_SIZE = 500
@@ -73,10 +74,12 @@ async def _check(url: str) -> dict[str, Any]:
         )
         try:
             await conn.execute(baseline.SCHEMA)
-            rows = argparse.Namespace(keys=1000, size=1024)  # the bench's keys and sizes
+            parser = argparse.ArgumentParser()
+            common.common_args(parser)  # the drivers' own defaults: 1,000 keys, 1 KB
+            defaults = parser.parse_args([])
             for start in range(0, ROWS, 1000):
                 await conn.execute(
-                    baseline.INSERT, *baseline._rows(range(start, start + 1000), rows)
+                    baseline.INSERT, *baseline._rows(range(start, start + 1000), defaults)
                 )
             await conn.execute("VACUUM (ANALYZE) baseline_outbox")
             fresh = {
