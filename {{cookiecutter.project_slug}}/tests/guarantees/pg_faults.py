@@ -108,13 +108,25 @@ async def _doubled(run: Run) -> int:
         return int((await conn.execute(DOUBLED)).scalar_one())
 
 
-async def inbox_in_flight(run: Run, at_least: int, within: float = 60.0) -> None:
-    """Wait until the inbox has `at_least` pending rows: the handlers have work to be cut off."""
+async def inbox_in_flight(run: Run, at_least: int, within: float = 60.0) -> bool:
+    """Wait until the inbox has `at_least` pending rows: the handlers have work to be cut off.
+    False if it had not within `within` seconds."""
 
     async def enough() -> bool:
         return await _inbox_pending(run) >= at_least
 
-    await wait_until(enough, within=within, interval=0.1)
+    return await wait_until(enough, within=within, interval=0.02)
+
+
+async def _pending_now_or_soon(run: Run, within: float = 10.0) -> int:
+    """Inbox rows pending now; if none, wait up to `within` seconds for the load's next chunk.
+    On a fast machine the handlers drain a chunk before the next one lands, so a strike timed
+    by the worker's own statements can fall in the gap with nothing in flight: the strike
+    then waits for work instead of landing where it tests nothing."""
+    pending = await _inbox_pending(run)
+    if pending == 0 and await inbox_in_flight(run, 1, within=within):
+        pending = await _inbox_pending(run)
+    return pending
 
 
 async def lock_connection(run: Run, process: str, within: float = 30.0) -> Target | str:
@@ -236,8 +248,13 @@ def lock_connection_killed(
             if isinstance(target, str):
                 run.notes.append(target)  # this strike did not land; `landed` says so
                 continue
-            timed += await after_its_next_statements(run, target)
-            pending.append(await _inbox_pending(run))
+            for _ in range(5):  # a strike between chunks of the load waits for the next one
+                quiet_after = await after_its_next_statements(run, target)
+                now = await _inbox_pending(run)
+                if now or not await inbox_in_flight(run, 1, within=10.0):
+                    break
+            timed += quiet_after
+            pending.append(now)
             terminated = await _terminate(run, target)
             _record(run, "lock", target, terminated)
             buckets.append(target.buckets)
@@ -271,7 +288,7 @@ def connection_killed(
         states: Counter[str] = Counter()
         pending: list[int] = []
         for _ in range(rounds):
-            pending.append(await _inbox_pending(run))
+            pending.append(await _pending_now_or_soon(run))
             for process in processes:
                 target = await busy_connection(run, process)
                 if isinstance(target, str):

@@ -178,7 +178,7 @@ async def run_scenario(
             notes.append(f"retried items' last errors: {await retry_reasons(container)}")
     finally:
         # The tests that run after the suite share this database: leave the tables empty
-        # (the lock-conn-killed and conn-killed scenarios leave 20,000 inbox rows otherwise).
+        # (the lock-conn-killed and conn-killed scenarios leave 36,000 inbox rows otherwise).
         try:
             await fresh_tables(container)
         finally:

@@ -128,9 +128,11 @@ async def test_clocks_skewed_an_hour_both_ways(guarantees: Guarantees) -> None:
 
 
 # The issue that added the two scenarios below saw double effects with 20,000 inbox messages
-# in flight; here 2,000 a second for 10 s, more than the workers handle, so that the backlog
-# grows to thousands while all three terminations land and the consumers store every second.
-IN_FLIGHT = Load(inbox=20_000, inbox_chunks=10, seconds=10.0)
+# in flight; here 3,000 a second for 12 s, more than the workers handle on a 2-core machine
+# whatever its speed (20,000 at 2,000 a second was drained between strikes on a fast one, the
+# last strike landing on an empty inbox), so that the backlog grows to thousands while all
+# three terminations land and the consumers store every second.
+IN_FLIGHT = Load(inbox=36_000, inbox_chunks=12, seconds=12.0)
 
 
 async def test_a_workers_lock_connection_terminated_by_the_server(
