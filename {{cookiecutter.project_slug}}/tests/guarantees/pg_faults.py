@@ -115,7 +115,7 @@ async def inbox_in_flight(run: Run, at_least: int, within: float = 60.0) -> bool
     async def enough() -> bool:
         return await _inbox_pending(run) >= at_least
 
-    return await wait_until(enough, within=within, interval=0.02)
+    return await wait_until(enough, within=within, interval=0.1)
 
 
 async def _pending_now_or_soon(run: Run, within: float = 10.0) -> int:
