@@ -105,7 +105,8 @@ def _memory_line(r: Result) -> str:
     def one(name: str, m: dict[str, Any]) -> str:
         rate = "n/a" if m["rate"] is None else f"{m['rate']:,.0f}/s"
         return (
-            f"{name} {rate}, RSS {m['rss_mb_tenth'] or 0:.0f} MiB at a tenth, peak "
+            f"{name} {rate}, RSS {m['rss_mb_first_half'] or 0:.0f} MiB in the first half, "
+            f"{m['rss_mb_second_half'] or 0:.0f} in the second, peak "
             f"{m['rss_mb_peak'] or 0:.0f} MiB" + ("" if m["flat"] else " (NOT flat)")
         )
 
