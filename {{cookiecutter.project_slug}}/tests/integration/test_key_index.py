@@ -26,6 +26,7 @@ from outbox_engine.relay.batch import Slot
 from outbox_engine.relay.filters import Filters
 from outbox_engine.store.items import ItemReads
 from outbox_engine.store.models import key_index_name
+from outbox_engine.store.pgconn import DriverConnections
 from outbox_engine.transports.base import ItemRecord
 
 from ..services import Services
@@ -208,8 +209,10 @@ def _filters(container: Container, **config: Any) -> Filters:
         inbox=False,
         strict_order=box.config.strict_order,
         object_header=OBJECT_HEADER,
+        delivered_key_index=box.item_class.delivered_key_index,
     )
-    return Filters(box, reads, container.engine(), None)
+    engine = container.engine()
+    return Filters(box, reads, DriverConnections(engine, keep=False), engine, None)
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

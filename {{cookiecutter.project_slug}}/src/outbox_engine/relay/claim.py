@@ -36,6 +36,7 @@ class Claimer:
             inbox=inbox,
             strict_order=box.config.strict_order,
             object_header=OBJECT_HEADER,
+            delivered_key_index=box.item_class.delivered_key_index,
         )
         self._limit = box.config.batch_size
         self._rotation = 0

@@ -13,10 +13,13 @@ item in backoff or failed, see store/items.py) and in delivery (a key stops at i
 undelivered item, see strategies/). Each look-up is one statement for the whole batch, and
 only when some item of the batch can be dropped by it.
 
-The superseded and coalesced look-ups read delivered items by key: on a table whose key index
-holds open items only (the class's `delivered_key_index = False`, store/models.py) they give
-the same answers from a slower plan, so the worker warns, once for `latest_available` when it
-starts and once for the first batch with coalescing items.
+The superseded and coalesced look-ups read delivered items by key. On a table whose key index
+holds every row they probe it per candidate on the relay's connections (kept, and on its
+session settings: no sequential or bitmap scan, so a plan cached while the table had no page
+stays on the index, see store/items.py). On a table whose key index holds open items only
+(the class's `delivered_key_index = False`, store/models.py) they give the same answers from
+a slower plan, on a connection of the pool as it comes, so the worker warns, once for
+`latest_available` when it starts and once for the first batch with coalescing items.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from outbox_engine.creation.shards import COALESCE_HEADER, OBJECT_HEADER
 from outbox_engine.relay.batch import Slot
 from outbox_engine.relay.outcomes import discarded, failed
 from outbox_engine.store.items import ItemReads
+from outbox_engine.store.pgconn import DriverConnections
 
 SUPERSEDED = "latest_available: a newer item of this key and event was delivered"
 COALESCED = "coalesced: a newer item of the same object supersedes it"
@@ -51,12 +55,18 @@ def unindexed_lookup(box: Box, what: str) -> str:
 
 class Filters:
     def __init__(
-        self, box: Box, reads: ItemReads, engine: AsyncEngine, rejected_header: str | None
+        self,
+        box: Box,
+        reads: ItemReads,
+        relay_connections: DriverConnections,
+        engine: AsyncEngine,
+        rejected_header: str | None,
     ) -> None:
         self.box = box
         self.config = box.config
         self.reads = reads
-        self.engine = engine
+        # Where the look-ups run (see the module's docstring).
+        self._lookups = relay_connections if reads.lookups_on_index else DriverConnections(engine)
         # The header an inbox's consumer marks a message it could not take with (None: an
         # outbox, whose items carry no such mark).
         self.rejected_header = rejected_header
@@ -100,12 +110,13 @@ class Filters:
         retries = [s for s in slots if s.item.errors_count > 0]
         if not retries:
             return slots
-        superseded = await self.reads.superseded(
-            self.engine,
-            [s.item.id for s in retries],
-            [s.item.event_key for s in retries],
-            [s.item.event_name for s in retries],
-        )
+        async with self._lookups.acquire() as conn:
+            superseded = await self.reads.superseded(
+                conn,
+                [s.item.id for s in retries],
+                [s.item.event_key for s in retries],
+                [s.item.event_name for s in retries],
+            )
         return _split(slots, superseded, SUPERSEDED, dropped)
 
     async def _coalesce(self, slots: list[Slot], dropped: list[Slot]) -> list[Slot]:
@@ -113,13 +124,14 @@ class Filters:
         if not self._coalescing_noted:
             self._coalescing_noted = True
             log.warning("%s", unindexed_lookup(self.box, "coalescing"))
-        newer_exists = await self.reads.coalesced(
-            self.engine,
-            [s.item.id for s in candidates],
-            [s.item.event_key for s in candidates],
-            [s.item.event_name for s in candidates],
-            [str(s.item.headers.get(OBJECT_HEADER, "")) for s in candidates],
-        )
+        async with self._lookups.acquire() as conn:
+            newer_exists = await self.reads.coalesced(
+                conn,
+                [s.item.id for s in candidates],
+                [s.item.event_key for s in candidates],
+                [s.item.event_name for s in candidates],
+                [str(s.item.headers.get(OBJECT_HEADER, "")) for s in candidates],
+            )
         return _split(slots, newer_exists, COALESCED, dropped)
 
 

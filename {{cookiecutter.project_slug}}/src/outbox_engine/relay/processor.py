@@ -77,7 +77,9 @@ class BoxProcessor:
             self.strategy = InboxDelivery(ctx, session_factory, self.recording.fenced)
         else:
             self.strategy = self._outbox = OutboxDelivery(ctx)
-        self.filters = Filters(box, self.claimer.reads, engine, self.strategy.rejected_header)
+        self.filters = Filters(
+            box, self.claimer.reads, self._connections, engine, self.strategy.rejected_header
+        )
 
     @property
     def fenced_total(self) -> int:
