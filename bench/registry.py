@@ -52,6 +52,14 @@ def _drain_line(r: Result) -> str:
             f", switch commit -> first {r['commit_to_first']:.1f} s, "
             f"-> last {r['commit_to_last']:.1f} s"
         )
+    machine = r.get("machine_cpu")
+    if machine:
+        relays = "" if machine["relays"] is None else f", relay {machine['relays']:.1f}"
+        line += (
+            f"; machine {machine['busy_pct']:.0f}% busy, CPU µs/msg: all {machine['all']:.1f}"
+            f"{relays}, postgres {machine['postgres']:.1f}, kafka {machine['kafka']:.1f}, "
+            f"reader {machine['harness']:.1f}, other {machine['other']:.1f}"
+        )
     return line
 
 

@@ -73,6 +73,7 @@ def render(drains: list[dict[str, Any]], systems: list[str], meta: dict[str, Any
         "JVM is shared)."
     )
     add("")
+    out += _machine_cpu(drains, systems)
     debezium = [d for d in drains if d["system"] == OURS_DEBEZIUM]
     if debezium:
         add(
@@ -92,4 +93,52 @@ def render(drains: list[dict[str, Any]], systems: list[str], meta: dict[str, Any
     add("![drain throughput](img/bench-throughput.png)")
     add("")
 
+    return out
+
+
+SPLIT = ("all", "relays", "postgres", "kafka", "harness", "other")
+
+
+def _machine_cpu(drains: list[dict[str, Any]], systems: list[str]) -> list[str]:
+    """The whole machine's CPU per message in each drain's window (bench/cpu_split.py)."""
+    rows = []
+    for workers in sorted({d["workers"] for d in drains}):
+        for system in systems:
+            mine = [
+                d["machine_cpu"]
+                for d in drains
+                if d["system"] == system and d["workers"] == workers and d.get("machine_cpu")
+            ]
+            if not mine:
+                continue
+            rows.append(
+                [system, str(workers), summary((m["busy_pct"] for m in mine), 0)]
+                + [summary((m[k] for m in mine), 1) for k in SPLIT]
+            )
+    if not rows:
+        return []
+    out = [
+        "Where the machine's CPU went in the same window (first message to last), in µs "
+        "per message: every core's busy time (`/proc/stat`), and of it the relay process "
+        "(one worker only), PostgreSQL (every `postgres` process), the Kafka broker, the "
+        "harness's reader of the topic and the rest (Kafka Connect when up, the kernel). "
+        "When the cores are busy throughout, the rate is what a message costs all of them "
+        "together: a relay that spends more of its own leaves the others less.",
+        "",
+    ]
+    out += _table(
+        [
+            "system",
+            "worker processes",
+            "cores busy %",
+            "all µs/msg",
+            "relay",
+            "PostgreSQL",
+            "Kafka broker",
+            "reader",
+            "other",
+        ],
+        rows,
+    )
+    out.append("")
     return out

@@ -23,7 +23,7 @@ import statistics
 import time
 from typing import Any
 
-from . import debezium, procs
+from . import cpu_split, debezium, procs
 from .context import PARTITIONS, Context
 from .kafka_io import TopicReader
 from .sizes import Sizes
@@ -77,11 +77,17 @@ def drain(
         for i in range(workers)
     ]
     cpu_from = _first_seen(reader, children, started + cap_seconds)
+    split_from = cpu_split.snapshot() if cpu_from is not None else None
     rss_from = _memory(children)
     complete = reader.wait(max(0.0, started + cap_seconds - time.time()))
+    split_to = cpu_split.snapshot()
     # One process only: with two, the second may still be starting up (imports) when the
     # first message is seen, and its start-up would be counted as relaying.
     cpu_us = _cpu_per_message(children, reader, cpu_from, backlog) if workers == 1 else None
+    window = len(reader.result.first_at) - cpu_from[1] if cpu_from else 0
+    machine = cpu_split.per_message(
+        split_from, split_to, window, None if cpu_us is None else cpu_us * window / 1e6
+    )
     rss_to = _memory(children)
     problems = _stop_all(children)
     seen = reader.result
@@ -100,6 +106,9 @@ def drain(
         "order_violations": seen.order_violations(),
         "keyless": seen.keyless(),
         "cpu_us_per_msg": cpu_us,
+        # The whole machine's CPU per message in the same window, split by process group
+        # (bench/cpu_split.py): what sets the rate when the cores are busy throughout.
+        "machine_cpu": machine,
         # MiB, the largest relay process: at the first message, at the end, its peak.
         "rss_mb_first": rss_from[0] if rss_from else None,
         "rss_mb_end": rss_to[0] if rss_to else None,

@@ -211,7 +211,23 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
         else:
             assert cpu is None, r
         assert 10 < r["rss_mb_peak"] < 1000, r
+        # The machine's CPU in the same window (bench/cpu_split.py): none when no message
+        # went in it, else shares that add up; the relay's share is the figure above. A
+        # window long enough for the relay's figure is long enough for PostgreSQL's and the
+        # broker's to show (each spends several µs a message).
+        machine = r["machine_cpu"]
+        if machine is None:
+            continue
+        assert 0 < machine["busy_pct"] <= 100, r
+        parts = [machine[k] for k in ("postgres", "kafka", "harness", "other")]
+        assert all(part >= 0 for part in parts), r
+        assert (machine["relays"] is None) is (cpu is None), r
+        if cpu is not None:
+            assert machine["relays"] == pytest.approx(cpu), r
+            assert machine["postgres"] > 0, r
+            assert machine["kafka"] > 0, r
     assert "| relay CPU µs/msg | relay RSS peak MiB |" in report
+    assert "| system | worker processes | cores busy % | all µs/msg | relay |" in report
     mine = [
         r["cpu_us_per_msg"]
         for r in doc["runs"]["drain"]

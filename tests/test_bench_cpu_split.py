@@ -1,0 +1,78 @@
+"""The drain's split of the machine's CPU per message (bench/cpu_split.py): the arithmetic
+on two snapshots, and a snapshot of this machine read from /proc."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT))
+from bench import cpu_split, procs
+
+TICK = 1 / procs.CLOCK_TICKS
+
+
+def _machine(busy: int, idle: int) -> list[int]:
+    """/proc/stat's counters: user, nice, system, idle, iowait, irq, softirq, steal."""
+    return [busy, 0, 0, idle, 0, 0, 0, 0]
+
+
+def test_per_message_splits_the_busy_time_by_process_group() -> None:
+    before = {
+        "pids": {"10": ("postgres", 1.0), "11": ("postgres", 2.0), "20": ("kafka", 5.0)},
+        "harness": 3.0,
+        "machine": _machine(1000, 5000),
+    }
+    # 2 s of busy time over 4 s of wall on two cores (400 ticks busy, 400 idle at 100 Hz):
+    # the backend 11 +0.5 s, a backend new in the window (12) 0.25 s, the backend 10 gone
+    # (not counted), the broker +0.25 s, the harness +0.1 s; the relay 0.6 s.
+    after = {
+        "pids": {"11": ("postgres", 2.5), "12": ("postgres", 0.25), "20": ("kafka", 5.25)},
+        "harness": 3.1,
+        "machine": _machine(1000 + 2 * procs.CLOCK_TICKS, 5000 + 2 * procs.CLOCK_TICKS),
+    }
+    split = cpu_split.per_message(before, after, 10_000, 0.6)
+    assert split is not None
+    assert split["busy_pct"] == pytest.approx(50.0)
+    assert split["all"] == pytest.approx(200.0)  # 2 s / 10,000 messages
+    assert split["postgres"] == pytest.approx(75.0)
+    assert split["kafka"] == pytest.approx(25.0)
+    assert split["harness"] == pytest.approx(10.0)
+    assert split["relays"] == pytest.approx(60.0)
+    assert split["other"] == pytest.approx(30.0)  # 2 - 0.75 - 0.25 - 0.1 - 0.6 s
+
+
+def test_a_pid_reused_by_another_group_counts_from_zero() -> None:
+    before = {"pids": {"7": ("kafka", 9.0)}, "harness": 0.0, "machine": _machine(0, 0)}
+    after = {"pids": {"7": ("postgres", 0.5)}, "harness": 0.0, "machine": _machine(100, 100)}
+    split = cpu_split.per_message(before, after, 1000, None)
+    assert split is not None
+    assert (split["postgres"], split["kafka"], split["relays"]) == (500.0, 0.0, None)
+    assert split["other"] == pytest.approx(500.0)  # the relays unknown: in the rest
+
+
+def test_no_window_no_split() -> None:
+    snap = {"pids": {}, "harness": 0.0, "machine": _machine(0, 0)}
+    assert cpu_split.per_message(None, snap, 100, None) is None
+    assert cpu_split.per_message(snap, snap, 0, None) is None
+    assert cpu_split.per_message(snap, snap, 100, None) is None  # no tick elapsed
+    assert cpu_split.per_message({**snap, "machine": None}, snap, 100, None) is None
+
+
+def test_a_snapshot_reads_this_machine() -> None:
+    spent = 0.0
+    for _ in range(200_000):  # some CPU of its own for the harness to show
+        spent += 1.0
+    snap = cpu_split.snapshot()
+    assert snap["harness"] is not None
+    assert 0 < snap["harness"] == pytest.approx(procs.cpu_seconds(os.getpid()), abs=0.05)
+    assert snap["machine"] is not None
+    assert len(snap["machine"]) >= 8
+    assert sum(snap["machine"]) > 0
+    assert set(group for group, _seconds in snap["pids"].values()) <= {"postgres", "kafka"}
+    assert all(seconds >= 0 for _group, seconds in snap["pids"].values())
+    assert spent == 200_000
