@@ -74,7 +74,11 @@ from outbox_engine.relay.processor import RELAY_SESSION_SETTINGS
 from outbox_engine.store.items import ItemReads
 
 table, strict = sys.argv[1], sys.argv[2] == "true"
-claim = ItemReads(table, inbox=False, strict_order=strict, object_header="").claim_sql
+# (The claim's text does not depend on the key index's kind: that is the look-ups'.)
+reads = ItemReads(
+    table, inbox=False, strict_order=strict, object_header="", delivered_key_index=False
+)
+claim = reads.claim_sql
 print(json.dumps({"sql": claim, "settings": RELAY_SESSION_SETTINGS}))
 """
 
