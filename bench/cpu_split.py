@@ -22,6 +22,9 @@ from . import procs
 from .machine import cpu_counters
 
 Snapshot = dict[str, Any]
+# Below this much busy time in the window (50 clock ticks over all cores) the split is
+# mostly the kernel's 10 ms rounding: a quick run's drain of 5,000 messages is not split.
+MIN_BUSY_S = 0.5
 
 
 def _group(pid: str, comm: str) -> str | None:
@@ -66,7 +69,8 @@ def per_message(
     """CPU µs per message between two snapshots: all (busy time of every core), postgres,
     kafka, harness, relays (`relays_s`, the relays' own CPU seconds in the window, when
     measured), other (the rest), and busy_pct (share of all cores busy). None when a
-    snapshot is missing or no message went."""
+    snapshot is missing, no message went, or the cores were busy for less than
+    MIN_BUSY_S in all."""
     if before is None or messages <= 0 or not before["machine"] or not after["machine"]:
         return None
     start, end = before["machine"], after["machine"]
@@ -77,6 +81,8 @@ def per_message(
     cores = os.cpu_count() or 1
     # /proc/stat counts clock ticks over every core: busy ticks / ticks per second.
     busy_s = (total - idle) / procs.CLOCK_TICKS
+    if busy_s < MIN_BUSY_S:
+        return None
     spent: dict[str, float] = {"postgres": 0.0, "kafka": 0.0}
     for pid, (group, seconds) in after["pids"].items():
         earlier = before["pids"].get(pid)

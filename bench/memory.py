@@ -9,9 +9,9 @@ a large backlog (1M items; quick: 20k), sampled from /proc every half second.
   (produced once per run, each system consuming it with a group of its own); progress is
   the table's inserted-rows counter (`pg_stat_user_tables`), the end an exact count.
 
-Per process: the highest RSS while the first half of the work is done (start-up, warm-up
-and the first allocations included), the highest while the second half is done, and the
-peak overall (VmHWM). Flat = the second half's highest is at most 10% above the first
+Per process: the highest RSS while the first half of the work is done (warm-up and the
+first allocations included; start-up, the samples before any progress, is not), the
+highest while the second half is done, and the peak overall (VmHWM). Flat = the second half's highest is at most 10% above the first
 half's: a process that leaks per item keeps growing through the second half (a leak of
 10% of the first half's RSS over a half is caught), while warm-up (librdkafka's prefetch
 queue filling, the interpreter's arenas) ends early. Until 2026-11-30 flat compared the
@@ -87,11 +87,12 @@ def halves(
     samples: list[tuple[float, float, int]], total: int
 ) -> tuple[float | None, float | None, bool | None]:
     """(first half's highest RSS, second half's highest, flat) of samples (seconds, RSS
-    MiB, work done): a sample belongs to the first half while at most half of `total` is
-    done (samples before any progress included: start-up and warm-up), else to the second.
-    Flat is None when either half has no sample with a resident set (a process that never
-    got past half its work, or whose first sample already saw more than half done)."""
-    first = [m for _t, m, done in samples if done <= total / 2 and m > 0]
+    MiB, work done): a sample belongs to the first half once some work is done and while at
+    most half of `total` is (the samples before any progress are start-up: imports and
+    connecting, the process still growing into its working size), else to the second.
+    Flat is None when either half has no sample (a process that never got past half its
+    work, or a backlog gone before a sample saw it under way: quick sizes)."""
+    first = [m for _t, m, done in samples if 0 < done <= total / 2 and m > 0]
     second = [m for _t, m, done in samples if done > total / 2 and m > 0]
     if not first or not second:
         return (max(first) if first else None, max(second) if second else None, None)

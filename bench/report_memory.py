@@ -18,7 +18,8 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
         f"inbox consumer stores an input topic of {items:,} distinct messages; the resident "
         "set (VmRSS) of each is sampled from /proc every half second, and its peak is "
         "VmHWM. `first half` is the highest RSS while the first half of the work is done "
-        "(start-up and warm-up included), `second half` the highest while the rest is; flat "
+        "(warm-up included, start-up before the first item not), `second half` the highest "
+        "while the rest is (n/a: no sample there, a backlog gone within a sample); flat "
         f"= the second half's is at most {(FLAT - 1) * 100:.0f}% above the first half's "
         "(a leak keeps growing through the second half; warm-up ends early). Target: peak "
         f"< {LIMIT_MB} MB for each, flat.",

@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT))
-from bench import cpu_split, procs
+from bench import cpu_split, procs, report_drain
 
 TICK = 1 / procs.CLOCK_TICKS
 
@@ -49,6 +49,7 @@ def test_per_message_splits_the_busy_time_by_process_group() -> None:
 def test_a_pid_reused_by_another_group_counts_from_zero() -> None:
     before = {"pids": {"7": ("kafka", 9.0)}, "harness": 0.0, "machine": _machine(0, 0)}
     after = {"pids": {"7": ("postgres", 0.5)}, "harness": 0.0, "machine": _machine(100, 100)}
+    assert procs.CLOCK_TICKS == 100  # 100 busy ticks: 1 s
     split = cpu_split.per_message(before, after, 1000, None)
     assert split is not None
     assert (split["postgres"], split["kafka"], split["relays"]) == (500.0, 0.0, None)
@@ -60,6 +61,11 @@ def test_no_window_no_split() -> None:
     assert cpu_split.per_message(None, snap, 100, None) is None
     assert cpu_split.per_message(snap, snap, 0, None) is None
     assert cpu_split.per_message(snap, snap, 100, None) is None  # no tick elapsed
+    # 49 busy ticks (0.49 s) over all cores: mostly rounding, not split; 50 are.
+    short = {**snap, "machine": _machine(49, 200)}
+    assert cpu_split.per_message(snap, short, 100, None) is None
+    enough = {**snap, "machine": _machine(50, 200)}
+    assert cpu_split.per_message(snap, enough, 100, None) is not None
     assert cpu_split.per_message({**snap, "machine": None}, snap, 100, None) is None
 
 
@@ -76,3 +82,27 @@ def test_a_snapshot_reads_this_machine() -> None:
     assert set(group for group, _seconds in snap["pids"].values()) <= {"postgres", "kafka"}
     assert all(seconds >= 0 for _group, seconds in snap["pids"].values())
     assert spent == 200_000
+
+
+def test_the_drain_section_shows_the_split_per_system_and_workers() -> None:
+    def drain(system: str, workers: int, all_us: float, relays: float | None) -> dict:
+        split = {"busy_pct": 80.0, "cores": 2.0, "all": all_us, "relays": relays}
+        split |= {"postgres": 14.0, "kafka": 6.0, "harness": 3.5, "other": 1.0}
+        return {"system": system, "workers": workers, "machine_cpu": split}
+
+    drains = [
+        drain("ours", 1, 36.0, 11.5),
+        drain("ours", 1, 40.0, 14.5),
+        drain("baseline", 1, 27.0, 5.5),
+        drain("ours", 2, 45.0, None),
+        {"system": "baseline", "workers": 2, "machine_cpu": None},  # too short to split
+    ]
+    lines = report_drain._machine_cpu(drains, ["ours", "baseline"])
+    rows = [line for line in lines if line.startswith("| ours") or line.startswith("| base")]
+    assert rows == [
+        "| ours | 1 | 80 (80-80) | 38.0 (36.0-40.0) | 13.0 (11.5-14.5) | 14.0 (14.0-14.0) "
+        "| 6.0 (6.0-6.0) | 3.5 (3.5-3.5) | 1.0 (1.0-1.0) |",
+        "| baseline | 1 | 80 | 27.0 | 5.5 | 14.0 | 6.0 | 3.5 | 1.0 |",
+        "| ours | 2 | 80 | 45.0 | n/a | 14.0 | 6.0 | 3.5 | 1.0 |",
+    ]
+    assert report_drain._machine_cpu([{**drains[-1]}], ["baseline"]) == []

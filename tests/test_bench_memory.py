@@ -22,8 +22,8 @@ def _samples(rss: list[float]) -> list[tuple[float, float, int]]:
 
 
 def test_warm_up_that_ends_in_the_first_half_is_flat() -> None:
-    # The shape of the consumer of 2026-11-30 08:53 (repeat 1): start-up 54 -> 101 MiB
-    # with nothing done, a swing to 199 and back to 151 as the prefetch queue fills, a
+    # The shape of the consumer of 2026-11-30 08:53 (repeat 1): start-up 54 -> 199 MiB
+    # with nothing done yet (not counted), 167 -> 207 as the prefetch queue fills, a
     # plateau at 206-216 from a third of the work on. A tenth of the work in, the RSS was
     # 183: the old rule (peak after a tenth <= 1.10x the RSS at a tenth) said "not flat".
     startup = [(0.5 * i, m, 0) for i, m in enumerate([54.0, 64.7, 86.0, 101.1, 198.6])]
@@ -45,9 +45,9 @@ def test_the_limit_is_ten_percent_over_the_first_half() -> None:
 
 
 def test_no_sample_in_a_half_cannot_tell() -> None:
-    # A backlog gone within one sample interval: the only sample with a resident set
-    # already saw it all done (the one before it read the process before it had memory).
-    samples = [(0.1, 0.0, 0), (0.6, 39.1, TOTAL)]
-    assert halves(samples, TOTAL) == (None, 39.1, None)
+    # A backlog gone within one sample interval: the samples before saw start-up only
+    # (the process before it had memory, then importing), the next one all of it done.
+    samples = [(0.1, 0.0, 0), (0.6, 0.2, 0), (1.1, 96.0, 0), (1.6, 108.0, TOTAL)]
+    assert halves(samples, TOTAL) == (None, 108.0, None)
     # A process that never got past half its work.
     assert halves([(0.5, 80.0, 0), (1.0, 90.0, TOTAL // 4)], TOTAL) == (90.0, None, None)

@@ -211,8 +211,8 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
         else:
             assert cpu is None, r
         assert 10 < r["rss_mb_peak"] < 1000, r
-        # The machine's CPU in the same window (bench/cpu_split.py): none when no message
-        # went in it, else shares that add up; the relay's share is the figure above. A
+        # The machine's CPU in the same window (bench/cpu_split.py): none when the window
+        # is too short, else shares that add up; the relay's share is the figure above. A
         # window long enough for the relay's figure is long enough for PostgreSQL's and the
         # broker's to show (each spends several µs a message).
         machine = r["machine_cpu"]
@@ -227,7 +227,11 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
             assert machine["postgres"] > 0, r
             assert machine["kafka"] > 0, r
     assert "| relay CPU µs/msg | relay RSS peak MiB |" in report
-    assert "| system | worker processes | cores busy % | all µs/msg | relay |" in report
+    # The split's table (its rendering is tested on its own) when some drain was split:
+    # at quick sizes most are too short (bench/cpu_split.py, MIN_BUSY_S).
+    split = any(r["machine_cpu"] for r in doc["runs"]["drain"])
+    header = "| system | worker processes | cores busy % | all µs/msg | relay |"
+    assert (header in report) is split
     mine = [
         r["cpu_us_per_msg"]
         for r in doc["runs"]["drain"]
