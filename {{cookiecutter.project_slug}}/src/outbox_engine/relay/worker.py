@@ -90,6 +90,10 @@ class Worker:
             )
             for box in self.relayed
         }
+        # The depth gauges' reads (store/depth.py), on the relay's settings too.
+        self._depth_connections = DriverConnections(
+            resources.engine, settings=RELAY_SESSION_SETTINGS
+        )
         pauses = PauseReader(resources.engine)
         self.probe = IdleProbe(
             self._pacer,
@@ -267,7 +271,8 @@ class Worker:
         while not self._pacer.stopped:
             for box in self.boxes:
                 try:
-                    depth = await sample_depth(self.resources.engine, box.table_name)
+                    async with self._depth_connections.acquire() as conn:
+                        depth = await sample_depth(conn, box.table_name)
                     self.resources.observer.depth(
                         box, depth.pending, depth.oldest_seconds, depth.deepest_bucket
                     )
