@@ -25,6 +25,7 @@ a slower plan, on a connection of the pool as it comes, so the worker warns, onc
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -110,13 +111,7 @@ class Filters:
         retries = [s for s in slots if s.item.errors_count > 0]
         if not retries:
             return slots
-        async with self._lookups.acquire() as conn:
-            superseded = await self.reads.superseded(
-                conn,
-                [s.item.id for s in retries],
-                [s.item.event_key for s in retries],
-                [s.item.event_name for s in retries],
-            )
+        superseded = await self._look_up(self.reads.superseded, retries)
         return _split(slots, superseded, SUPERSEDED, dropped)
 
     async def _coalesce(self, slots: list[Slot], dropped: list[Slot]) -> list[Slot]:
@@ -124,15 +119,23 @@ class Filters:
         if not self._coalescing_noted:
             self._coalescing_noted = True
             log.warning("%s", unindexed_lookup(self.box, "coalescing"))
-        async with self._lookups.acquire() as conn:
-            newer_exists = await self.reads.coalesced(
-                conn,
-                [s.item.id for s in candidates],
-                [s.item.event_key for s in candidates],
-                [s.item.event_name for s in candidates],
-                [str(s.item.headers.get(OBJECT_HEADER, "")) for s in candidates],
-            )
+        objects = [str(s.item.headers.get(OBJECT_HEADER, "")) for s in candidates]
+        newer_exists = await self._look_up(self.reads.coalesced, candidates, objects)
         return _split(slots, newer_exists, COALESCED, dropped)
+
+    async def _look_up(
+        self, lookup: Callable[..., Awaitable[set[int]]], slots: list[Slot], *more: list[str]
+    ) -> set[int]:
+        """One look-up (store/items.py) of these candidates' ids, keys and event names, then
+        `more` columns, on the connection the module's docstring says."""
+        async with self._lookups.acquire() as conn:
+            return await lookup(
+                conn,
+                [s.item.id for s in slots],
+                [s.item.event_key for s in slots],
+                [s.item.event_name for s in slots],
+                *more,
+            )
 
 
 def _split(slots: list[Slot], ids: set[int], reason: str, dropped: list[Slot]) -> list[Slot]:
