@@ -11,10 +11,11 @@ a large backlog (1M items; quick: 20k), sampled from /proc every half second.
 
 Per process: the highest RSS while the first half of the work is done (warm-up and the
 first allocations included; start-up, the samples before any progress, is not), the
-highest while the second half is done, and the peak overall (VmHWM). Flat = the second half's highest is at most 10% above the first
-half's: a process that leaks per item keeps growing through the second half (a leak of
-10% of the first half's RSS over a half is caught), while warm-up (librdkafka's prefetch
-queue filling, the interpreter's arenas) ends early. Until 2026-11-30 flat compared the
+highest while the second half is done, and the peak overall (VmHWM). Flat = the second
+half's highest is at most 10% above the first half's: a process that leaks per item keeps
+growing through the second half (a leak of 10% of the first half's RSS over a half is
+caught), while warm-up (librdkafka's prefetch queue filling, the interpreter's arenas)
+ends early. Until 2026-11-30 flat compared the
 peak after a tenth of the work with the RSS at that tenth; on a fast CPU a tenth of 1M
 messages is three seconds in, inside warm-up (the consumer's RSS swung 150-207 MiB between
 samples there), so a consumer that plateaued by a third of the work and grew 0.2-2.7% in
