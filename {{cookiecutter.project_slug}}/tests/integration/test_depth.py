@@ -5,17 +5,24 @@ item's age by id within each bucket, and that they read the pending index, not t
 from __future__ import annotations
 
 import json
-from typing import Any
+import logging
+import types
+from typing import Any, cast
 
+import pytest
 from sqlalchemy import text
 
 from {{ cookiecutter.package_name }}.container import Container
+from outbox_engine.config.registry import Box
+from outbox_engine.observability.observer import Observer
+from outbox_engine.relay.depth_gauges import DepthGauges
+from outbox_engine.relay.pacing import Pacer
 from outbox_engine.relay.processor import RELAY_SESSION_SETTINGS
 from outbox_engine.store.depth import COUNTS_SQL, OLDEST_SQL, Depth, sample_depth
 from outbox_engine.store.pgconn import DriverConnections
 from outbox_engine.store.status import ItemStatus
 
-from ..support import OutboxItem
+from ..support import OUTBOX_BOX, OutboxItem, make_registry
 from .test_claim_plan import buffers, insert_items
 
 TABLE = OutboxItem.__tablename__
@@ -113,3 +120,31 @@ async def test_a_sample_reads_the_pending_index_not_the_items(container: Contain
     assert pages > 5000, pages
     assert read[0] <= 200, (read, json.dumps(counts))
     assert read[1] <= 16 * 4, (read, json.dumps(oldest))
+
+
+class Gauges(Observer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, int, int]] = []
+
+    def depth(self, box: Box, pending: int, oldest_age_seconds: float, deepest_bucket: int) -> None:
+        self.seen.append((box.name, pending, deepest_bucket))
+
+
+async def test_a_box_whose_table_is_missing_does_not_stop_the_others(
+    container: Container, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One round samples every box on one connection; a box whose statement the database
+    refuses (no such table: a migration not yet run) is logged, and the boxes after it are
+    still sampled, on the same round."""
+    await _insert(container)
+    ghost = cast(Box, types.SimpleNamespace(name="ghost_box", table_name="no_such_items"))
+    real = make_registry().get(OUTBOX_BOX)
+    observer = Gauges()
+    gauges = DepthGauges(container.engine(), [ghost, real], observer, Pacer(), 15.0)
+    caplog.set_level(logging.WARNING, logger="outbox_engine.relay.worker")
+    await gauges.sample()
+    assert observer.seen == [(OUTBOX_BOX, 9, 4)]
+    [warning] = [r.getMessage() for r in caplog.records if "cannot sample" in r.getMessage()]
+    assert warning.startswith("box ghost_box: cannot sample depth (relation"), warning
+    assert "no_such_items" in warning

@@ -29,6 +29,7 @@ import socket
 from outbox_engine.config.registry import Box, BoxRegistry
 from outbox_engine.middleware import Middlewares
 from outbox_engine.relay.capture_upkeep import CaptureUpkeep, split_by_relay
+from outbox_engine.relay.depth_gauges import DepthGauges
 from outbox_engine.relay.idle_probe import IdleProbe
 from outbox_engine.relay.lanes import Lanes, lanes_to_wake
 from outbox_engine.relay.options import WorkerOptions
@@ -39,7 +40,6 @@ from outbox_engine.relay.readiness import (
     kafka_timeout_warnings,
     kafka_transports,
 )
-from outbox_engine.store.depth import sample_depth
 from outbox_engine.store.ownership import Ownership
 from outbox_engine.store.pauses import PauseReader
 from outbox_engine.store.pgconn import DriverConnections
@@ -90,9 +90,8 @@ class Worker:
             )
             for box in self.relayed
         }
-        # The depth gauges' reads (store/depth.py), on the relay's settings too.
-        self._depth_connections = DriverConnections(
-            resources.engine, settings=RELAY_SESSION_SETTINGS
+        self.depth = DepthGauges(
+            resources.engine, self.boxes, resources.observer, self._pacer, options.depth_interval
         )
         pauses = PauseReader(resources.engine)
         self.probe = IdleProbe(
@@ -172,7 +171,7 @@ class Worker:
         background = [
             asyncio.create_task(self.health.kafka_loop(self._pacer), name="kafka-check"),
             asyncio.create_task(self._rebalance_loop(), name="rebalance"),
-            asyncio.create_task(self._depth_loop(), name="depth"),
+            asyncio.create_task(self.depth.run(), name="depth"),
             *(
                 [asyncio.create_task(self.probe.run(self._probe_tick()), name="idle-probe")]
                 if lanes
@@ -265,22 +264,6 @@ class Worker:
                 else min(2 ** min(failures, 5) * 0.25, 5.0)
             )
             await self._pacer.sleep(delay, None if failures else self._rebalance_now)
-
-    async def _depth_loop(self) -> None:
-        """Sample each box's backlog for the depth gauges."""
-        while not self._pacer.stopped:
-            for box in self.boxes:
-                try:
-                    async with self._depth_connections.acquire() as conn:
-                        depth = await sample_depth(conn, box.table_name)
-                    self.resources.observer.depth(
-                        box, depth.pending, depth.oldest_seconds, depth.deepest_bucket
-                    )
-                except DB_ERRORS as exc:
-                    REPEATS.log(
-                        log, logging.WARNING, f"box {box.name}: cannot sample depth ({exc})"
-                    )
-            await self._pacer.sleep(self.options.depth_interval)
 
     async def _retention_loop(self, box: Box) -> None:
         while not self._pacer.stopped:
