@@ -16,7 +16,6 @@ from {{ cookiecutter.package_name }}.container import Container
 from outbox_engine.config.registry import Box
 from outbox_engine.observability.observer import Observer
 from outbox_engine.relay.depth_gauges import DepthGauges
-from outbox_engine.relay.pacing import Pacer
 from outbox_engine.relay.processor import RELAY_SESSION_SETTINGS
 from outbox_engine.store.depth import COUNTS_SQL, OLDEST_SQL, Depth, sample_depth
 from outbox_engine.store.pgconn import DriverConnections
@@ -141,7 +140,7 @@ async def test_a_box_whose_table_is_missing_does_not_stop_the_others(
     ghost = cast(Box, types.SimpleNamespace(name="ghost_box", table_name="no_such_items"))
     real = make_registry().get(OUTBOX_BOX)
     observer = Gauges()
-    gauges = DepthGauges(container.engine(), [ghost, real], observer, Pacer(), 15.0)
+    gauges = DepthGauges(container.engine(), [ghost, real], observer)
     caplog.set_level(logging.WARNING, logger="outbox_engine.relay.worker")
     await gauges.sample()
     assert observer.seen == [(OUTBOX_BOX, 9, 4)]

@@ -28,18 +28,11 @@ log = logging.getLogger("outbox_engine.relay.worker")
 
 
 class DepthGauges:
-    def __init__(
-        self,
-        engine: AsyncEngine,
-        boxes: Sequence[Box],
-        observer: Observer,
-        pacer: Pacer,
-        interval: float,
-    ) -> None:
+    """The boxes' depths, to `observer`, read through `engine`'s pool."""
+
+    def __init__(self, engine: AsyncEngine, boxes: Sequence[Box], observer: Observer) -> None:
         self.boxes = boxes
         self.observer = observer
-        self.pacer = pacer
-        self.interval = interval
         self._connections = DriverConnections(engine, settings=RELAY_SESSION_SETTINGS)
 
     async def sample(self) -> None:
@@ -60,8 +53,8 @@ class DepthGauges:
         except DB_ERRORS as exc:
             REPEATS.log(log, logging.WARNING, f"cannot sample the boxes' depth ({exc})")
 
-    async def run(self) -> None:
-        """A round every `interval` until the worker stops."""
-        while not self.pacer.stopped:
+    async def run(self, pacer: Pacer, interval: float) -> None:
+        """A round every `interval` seconds until `pacer` stops."""
+        while not pacer.stopped:
             await self.sample()
-            await self.pacer.sleep(self.interval)
+            await pacer.sleep(interval)

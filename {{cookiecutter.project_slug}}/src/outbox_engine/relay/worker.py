@@ -90,9 +90,7 @@ class Worker:
             )
             for box in self.relayed
         }
-        self.depth = DepthGauges(
-            resources.engine, self.boxes, resources.observer, self._pacer, options.depth_interval
-        )
+        self.depth = DepthGauges(resources.engine, self.boxes, resources.observer)
         pauses = PauseReader(resources.engine)
         self.probe = IdleProbe(
             self._pacer,
@@ -171,7 +169,9 @@ class Worker:
         background = [
             asyncio.create_task(self.health.kafka_loop(self._pacer), name="kafka-check"),
             asyncio.create_task(self._rebalance_loop(), name="rebalance"),
-            asyncio.create_task(self.depth.run(), name="depth"),
+            asyncio.create_task(
+                self.depth.run(self._pacer, self.options.depth_interval), name="depth"
+            ),
             *(
                 [asyncio.create_task(self.probe.run(self._probe_tick()), name="idle-probe")]
                 if lanes
