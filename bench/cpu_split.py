@@ -14,12 +14,13 @@ drains do not do: their backends and the broker live through it).
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 from . import procs
-from .machine import cpu_counters
+from .machine import busy_pct, cpu_counters
 
 Snapshot = dict[str, Any]
 # Below this much busy time in the window (50 clock ticks over all cores) the split is
@@ -52,10 +53,8 @@ def snapshot() -> Snapshot:
             continue
         comm = stat[stat.index("(") + 1 : stat.rindex(")")]
         group = _group(entry.name, comm)
-        if group is None:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        groups[entry.name] = (group, (int(fields[11]) + int(fields[12])) / procs.CLOCK_TICKS)
+        if group is not None:
+            groups[entry.name] = (group, procs.stat_cpu_seconds(stat))
     return {
         "pids": groups,
         "harness": procs.cpu_seconds(os.getpid()),
@@ -74,13 +73,11 @@ def per_message(
     if before is None or messages <= 0 or not before["machine"] or not after["machine"]:
         return None
     start, end = before["machine"], after["machine"]
-    total = sum(end) - sum(start)
-    idle = (end[3] - start[3]) + (end[4] - start[4])
-    if total <= 0:
+    busy = busy_pct(start, end)
+    if math.isnan(busy):
         return None
-    cores = os.cpu_count() or 1
     # /proc/stat counts clock ticks over every core: busy ticks / ticks per second.
-    busy_s = (total - idle) / procs.CLOCK_TICKS
+    busy_s = busy / 100.0 * (sum(end) - sum(start)) / procs.CLOCK_TICKS
     if busy_s < MIN_BUSY_S:
         return None
     spent: dict[str, float] = {"postgres": 0.0, "kafka": 0.0}
@@ -91,8 +88,7 @@ def per_message(
     known = spent["postgres"] + spent["kafka"] + harness + (relays_s or 0.0)
     scale = 1e6 / messages
     return {
-        "busy_pct": 100.0 * (total - idle) / total,
-        "cores": float(cores),
+        "busy_pct": busy,
         "all": busy_s * scale,
         "postgres": spent["postgres"] * scale,
         "kafka": spent["kafka"] * scale,

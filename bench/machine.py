@@ -154,9 +154,15 @@ def steal_pct(before: list[int] | None, after: list[int] | None) -> float:
     return _share_pct(before, after, (7,))
 
 
+def busy_pct(before: list[int] | None, after: list[int] | None) -> float:
+    """Share of all CPU time between two `cpu_counters()` that was busy (neither idle nor
+    waiting for I/O); nan when unknown."""
+    return 100.0 - _share_pct(before, after, (3, 4))
+
+
 def cpu_busy_pct(seconds: float = 1.0) -> float:
     """Share of all CPUs busy over the next `seconds` (from /proc/stat; nan elsewhere): the
     load average lags by a minute, this is what the machine does right now."""
     before = cpu_counters()
     time.sleep(seconds)
-    return 100.0 - _share_pct(before, cpu_counters(), (3, 4))  # idle + iowait
+    return busy_pct(before, cpu_counters())

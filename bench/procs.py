@@ -83,6 +83,11 @@ def cpu_seconds(pid: int) -> float | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
+    return stat_cpu_seconds(stat)
+
+
+def stat_cpu_seconds(stat: str) -> float:
+    """User + system seconds from the text of a /proc/<pid>/stat."""
     # Fields after the command name (which may hold spaces) start at field 3 (state).
     fields = stat[stat.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS

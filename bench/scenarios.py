@@ -83,10 +83,11 @@ def drain(
     split_to = cpu_split.snapshot()
     # One process only: with two, the second may still be starting up (imports) when the
     # first message is seen, and its start-up would be counted as relaying.
-    cpu_us = _cpu_per_message(children, reader, cpu_from, backlog) if workers == 1 else None
+    relay_cpu = _relay_cpu(children, reader, cpu_from, backlog) if workers == 1 else None
+    cpu_us = None if relay_cpu is None else relay_cpu[0] / relay_cpu[1] * 1e6
     window = len(reader.result.first_at) - cpu_from[1] if cpu_from else 0
     machine = cpu_split.per_message(
-        split_from, split_to, window, None if cpu_us is None else cpu_us * window / 1e6
+        split_from, split_to, window, None if relay_cpu is None else relay_cpu[0]
     )
     rss_to = _memory(children)
     problems = _stop_all(children)
@@ -142,11 +143,11 @@ def _first_seen(
     return sum(c for c in cpu if c is not None), len(reader.result.first_at)
 
 
-def _cpu_per_message(
+def _relay_cpu(
     children: list[procs.Child], reader: TopicReader, start: CpuMark | None, backlog: int
-) -> float | None:
-    """Relay CPU (all threads) per message from the first message seen to the end of the run,
-    in microseconds: what relaying costs, start-up excluded. None when the window is too
+) -> CpuMark | None:
+    """Relay CPU seconds (all threads) and messages seen from the first message seen to the
+    end of the run: what relaying costs, start-up excluded. None when the window is too
     short to measure: less than half the backlog in it (the reader fell behind a tiny drain)
     or under MIN_CPU_S of CPU (the kernel counts CPU time in 10 ms ticks)."""
     cpu = [procs.cpu_seconds(c.proc.pid) for c in children]
@@ -156,7 +157,7 @@ def _cpu_per_message(
     spent = sum(c for c in cpu if c is not None) - start[0]
     if messages < backlog // 2 or spent < MIN_CPU_S:
         return None
-    return spent / messages * 1e6
+    return spent, messages
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -86,7 +86,7 @@ def test_a_snapshot_reads_this_machine() -> None:
 
 def test_the_drain_section_shows_the_split_per_system_and_workers() -> None:
     def drain(system: str, workers: int, all_us: float, relays: float | None) -> dict:
-        split = {"busy_pct": 80.0, "cores": 2.0, "all": all_us, "relays": relays}
+        split = {"busy_pct": 80.0, "all": all_us, "relays": relays}
         split |= {"postgres": 14.0, "kafka": 6.0, "harness": 3.5, "other": 1.0}
         return {"system": system, "workers": workers, "machine_cpu": split}
 
@@ -106,3 +106,10 @@ def test_the_drain_section_shows_the_split_per_system_and_workers() -> None:
         "| ours | 2 | 80 | 45.0 | n/a | 14.0 | 6.0 | 3.5 | 1.0 |",
     ]
     assert report_drain._machine_cpu([{**drains[-1]}], ["baseline"]) == []
+
+
+def test_stat_cpu_seconds_reads_past_a_command_name_with_spaces_and_parens() -> None:
+    # pid (comm) state, then fields 4-13; utime and stime are fields 14 and 15.
+    rest = " ".join(["S", "1", "1", "1", "0", "-1", "4194560", "10", "0", "0", "0"])
+    stat = f"4242 (a (b) c) {rest} 250 75 0 0 20 0 3"
+    assert procs.stat_cpu_seconds(stat) == pytest.approx(325 / procs.CLOCK_TICKS)
