@@ -2,9 +2,10 @@
 deepest bucket; store/depth.py) sampled every `depth_interval` and handed to the observer.
 
 Every box is sampled on one connection a round, with the relay's session settings (they
-cost three statements a checkout, so once a round rather than once a box). A statement the
-database refuses for one box (its table missing, say) is logged and the other boxes are
-still sampled; a lost connection ends the round, and the next round takes a new one.
+cost two statements a checkout, one to set them and one to reset them, so once a round
+rather than once a box). A statement the database refuses for one box (its table missing,
+say) is logged and the other boxes are still sampled; a lost connection ends the round, and
+the next round takes a new one.
 """
 
 from __future__ import annotations

@@ -75,6 +75,12 @@ class DriverConnections:
         self._settings = dict(settings or {})
         if any(not re.fullmatch(r"[a-z_][a-z0-9_.]*", name) for name in self._settings):
             raise ValueError(f"not a setting name: {list(self._settings)!r}")
+        # One statement sets them all, one resets them all: a checkout costs two, however
+        # many settings there are.
+        self._set_sql = "SELECT " + ", ".join(
+            f"set_config(${2 * i + 1}, ${2 * i + 2}, false)" for i in range(len(self._settings))
+        )
+        self._set_args = [part for pair in self._settings.items() for part in pair]
         self._reset_sql = "; ".join(f"RESET {name}" for name in self._settings)
         self._idle: list[tuple[AsyncConnection, Any]] = []
         self._closed = False
@@ -94,8 +100,8 @@ class DriverConnections:
             conn = await self.engine.connect()
             try:
                 driver = (await conn.get_raw_connection()).driver_connection
-                for name, value in self._settings.items():
-                    await driver.fetchval("SELECT set_config($1, $2, false)", name, value)
+                if self._settings:
+                    await driver.fetchval(self._set_sql, *self._set_args)
             except BaseException:
                 await _discard(conn)
                 raise
