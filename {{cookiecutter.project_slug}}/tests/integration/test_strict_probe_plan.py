@@ -37,7 +37,9 @@ def parts(tree: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     every = list(nodes(tree[0]["Plan"]))
     init = [n for n in every if n.get("Parent Relationship") == "InitPlan"]
     probe = [n for n in every if n.get("Parent Relationship") == "SubPlan"]
-    assert len(init) == 1 and len(probe) == 1, [n["Node Type"] for n in every]
+    kinds = [n["Node Type"] for n in every]
+    assert len(init) == 1, kinds
+    assert len(probe) == 1, kinds
     return init[0], probe[0]
 
 
