@@ -96,7 +96,7 @@ class ItemReads:
         # blocking row at all (ANY_BLOCKING: one look at the blocked index a statement, an
         # InitPlan); in a box with none, the usual case, every candidate's probe would find
         # nothing, and skipping them takes two thirds of a claim's buffers (1,527 -> 528 for
-        # 500 items, docs/performance.md "The strict claim's probe").
+        # 500 items; docs/performance.md, "The probe runs only when something can block").
         blocked = (
             f"""AND (NOT EXISTS (SELECT 1 FROM {table} g WHERE {ANY_BLOCKING})
                 OR NOT EXISTS (SELECT 1 FROM {table} f WHERE {OLDER_OF_KEY.format(a="f")}
