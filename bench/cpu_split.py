@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import procs
-from .machine import busy_pct, cpu_counters
+from .machine import busy_pct, busy_ticks, cpu_counters
 
 Snapshot = dict[str, Any]
 # Below this much busy time in the window (50 clock ticks over all cores) the split is
@@ -73,11 +73,11 @@ def per_message(
     if before is None or messages <= 0 or not before["machine"] or not after["machine"]:
         return None
     start, end = before["machine"], after["machine"]
-    busy = busy_pct(start, end)
-    if math.isnan(busy):
+    ticks, busy = busy_ticks(start, end), busy_pct(start, end)
+    if ticks is None or math.isnan(busy):
         return None
     # /proc/stat counts clock ticks over every core: busy ticks / ticks per second.
-    busy_s = busy / 100.0 * (sum(end) - sum(start)) / procs.CLOCK_TICKS
+    busy_s = ticks / procs.CLOCK_TICKS
     if busy_s < MIN_BUSY_S:
         return None
     spent: dict[str, float] = {"postgres": 0.0, "kafka": 0.0}

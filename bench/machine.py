@@ -154,6 +154,15 @@ def steal_pct(before: list[int] | None, after: list[int] | None) -> float:
     return _share_pct(before, after, (7,))
 
 
+def busy_ticks(before: list[int] | None, after: list[int] | None) -> int | None:
+    """Clock ticks, over every core, between two `cpu_counters()` that were busy (neither
+    idle nor waiting for I/O); None when unknown."""
+    if not before or not after or min(len(before), len(after)) <= 4:
+        return None
+    idle = (after[3] - before[3]) + (after[4] - before[4])
+    return sum(after) - sum(before) - idle
+
+
 def busy_pct(before: list[int] | None, after: list[int] | None) -> float:
     """Share of all CPU time between two `cpu_counters()` that was busy (neither idle nor
     waiting for I/O); nan when unknown."""

@@ -81,14 +81,13 @@ def drain(
     rss_from = _memory(children)
     complete = reader.wait(max(0.0, started + cap_seconds - time.time()))
     split_to = cpu_split.snapshot()
+    # Messages seen from the first one to now: the one window both CPU figures divide by.
+    window = len(reader.result.first_at) - cpu_from[1] if cpu_from else 0
     # One process only: with two, the second may still be starting up (imports) when the
     # first message is seen, and its start-up would be counted as relaying.
-    relay_cpu = _relay_cpu(children, reader, cpu_from, backlog) if workers == 1 else None
-    cpu_us = None if relay_cpu is None else relay_cpu[0] / relay_cpu[1] * 1e6
-    window = len(reader.result.first_at) - cpu_from[1] if cpu_from else 0
-    machine = cpu_split.per_message(
-        split_from, split_to, window, None if relay_cpu is None else relay_cpu[0]
-    )
+    relay_s = _relay_cpu(children, cpu_from, window, backlog) if workers == 1 else None
+    cpu_us = None if relay_s is None else relay_s / window * 1e6
+    machine = cpu_split.per_message(split_from, split_to, window, relay_s)
     rss_to = _memory(children)
     problems = _stop_all(children)
     seen = reader.result
@@ -144,20 +143,19 @@ def _first_seen(
 
 
 def _relay_cpu(
-    children: list[procs.Child], reader: TopicReader, start: CpuMark | None, backlog: int
-) -> CpuMark | None:
-    """Relay CPU seconds (all threads) and messages seen from the first message seen to the
-    end of the run: what relaying costs, start-up excluded. None when the window is too
-    short to measure: less than half the backlog in it (the reader fell behind a tiny drain)
-    or under MIN_CPU_S of CPU (the kernel counts CPU time in 10 ms ticks)."""
+    children: list[procs.Child], start: CpuMark | None, window: int, backlog: int
+) -> float | None:
+    """Relay CPU seconds (all threads) from the first message seen to now, over which
+    `window` messages were seen: what relaying costs, start-up excluded. None when the
+    window is too short to measure: less than half the backlog in it (the reader fell behind
+    a tiny drain) or under MIN_CPU_S of CPU (the kernel counts CPU time in 10 ms ticks)."""
     cpu = [procs.cpu_seconds(c.proc.pid) for c in children]
     if start is None or any(c is None for c in cpu):
         return None
-    messages = len(reader.result.first_at) - start[1]
     spent = sum(c for c in cpu if c is not None) - start[0]
-    if messages < backlog // 2 or spent < MIN_CPU_S:
+    if window < backlog // 2 or spent < MIN_CPU_S:
         return None
-    return spent, messages
+    return spent
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT))
-from bench import cpu_split, procs, report_drain
+from bench import cpu_split, machine, procs, report_drain
 
 TICK = 1 / procs.CLOCK_TICKS
 
@@ -113,3 +113,17 @@ def test_stat_cpu_seconds_reads_past_a_command_name_with_spaces_and_parens() -> 
     rest = " ".join(["S", "1", "1", "1", "0", "-1", "4194560", "10", "0", "0", "0"])
     stat = f"4242 (a (b) c) {rest} 250 75 0 0 20 0 3"
     assert procs.stat_cpu_seconds(stat) == pytest.approx(325 / procs.CLOCK_TICKS)
+
+
+def test_busy_time_is_every_tick_but_idle_and_iowait() -> None:
+    # user 30, nice 5, system 10, idle 100, iowait 40, irq 3, softirq 2, steal 7: 57 busy
+    # ticks of 197, taken as ticks (not back from a rounded share).
+    start, end = [0] * 8, [30, 5, 10, 100, 40, 3, 2, 7]
+    assert machine.busy_ticks(start, end) == 57
+    assert machine.busy_ticks(None, end) is None
+    assert machine.busy_ticks([0, 0, 0], [1, 1, 1]) is None  # no idle/iowait fields
+    snap = {"pids": {}, "harness": 0.0}
+    split = cpu_split.per_message({**snap, "machine": start}, {**snap, "machine": end}, 57, None)
+    assert split is not None
+    assert split["all"] == pytest.approx(TICK * 1e6)  # 57 ticks / 57 messages
+    assert split["busy_pct"] == pytest.approx(100 * 57 / 197)
