@@ -153,7 +153,7 @@ def _relay_cpu(
     if start is None or any(c is None for c in cpu):
         return None
     spent = sum(c for c in cpu if c is not None) - start[0]
-    if window < backlog // 2 or spent < MIN_CPU_S:
+    if window < max(1, backlog // 2) or spent < MIN_CPU_S:
         return None
     return spent
 
