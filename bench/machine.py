@@ -164,9 +164,13 @@ def busy_ticks(before: list[int] | None, after: list[int] | None) -> int | None:
 
 
 def busy_pct(before: list[int] | None, after: list[int] | None) -> float:
-    """Share of all CPU time between two `cpu_counters()` that was busy (neither idle nor
-    waiting for I/O); nan when unknown."""
-    return 100.0 - _share_pct(before, after, (3, 4))
+    """Share of all CPU time between two `cpu_counters()` that was busy (`busy_ticks`); nan
+    when unknown."""
+    ticks = busy_ticks(before, after)
+    if ticks is None or not before or not after:
+        return float("nan")
+    total = sum(after) - sum(before)
+    return 100.0 * ticks / total if total > 0 else float("nan")
 
 
 def cpu_busy_pct(seconds: float = 1.0) -> float:
