@@ -90,8 +90,9 @@ async def test_delivery_resumes_within_a_kafka_check_of_the_brokers_return(
     slept on would claim again only when the 30 s are up, 4 s or more after the broker's
     return, and here it must claim within 4 s of it. The worker's check can see
     the broker before this test's own client does, so the lane may resume before `back`.
-    The first attempt after the wake-up can still time out (the broker answers metadata
-    before it takes writes); the next, 0.5 s later, delivers."""
+    Attempts after the wake-up can still time out (the broker answers metadata before it
+    takes writes: 0-6 s on these machines); the back-off then starts over from 0.5 s, so
+    delivery follows the broker's readiness for writes by about as long again at most."""
     settings = container.settings()
     bootstrap = settings.kafka_bootstrap_servers
     producer = KafkaProducer(
@@ -139,11 +140,21 @@ async def test_delivery_resumes_within_a_kafka_check_of_the_brokers_return(
     )
     # Only a broker that answers well inside the 30 s tells a woken lane from one that slept.
     assert back - longest < 26.0, f"the broker answered too late to tell: {timeline}"
-    # The claim that delivered: the first after the last batch that found Kafka unavailable.
+    # Woken, not left to sleep out the 30 s: the lane's first claim after that back-off
+    # began came within 4 s of the broker's return (a sleeping lane claims at 30 s, more than
+    # 4 s after it). Whether that claim delivers is the broker's business (below).
+    woken = [t for t in times.claims if t > longest]
+    assert woken, timeline
+    assert woken[0] - back < 4.0, timeline
+    # A claim came after the last batch that found Kafka unavailable (the one that delivered).
     resumed = [t for t in times.claims if t > times.unavailable[-1]]
     assert resumed, timeline
-    assert resumed[0] - back < 4.0, timeline
-    assert delivered - back < 10.0, timeline
+    # Every back-off after the wake-up starts over (0.5 s, 1 s, 2 s, ...): the gap from a
+    # batch that found Kafka unavailable to the next claim stays on that schedule.
+    after = [t for t in times.unavailable if t >= woken[0]]
+    gaps = [min(c for c in times.claims if c > u) - u for u in after]
+    assert all(gap < 0.5 * 2**i + 0.5 for i, gap in enumerate(gaps)), (gaps, timeline)
+    assert delivered - back < 15.0, timeline
     async with container.session_factory()() as session:
         errors = (await session.execute(select(func.sum(OutboxItem.errors_count)))).scalar_one()
     assert errors == 0
