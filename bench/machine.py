@@ -154,23 +154,23 @@ def steal_pct(before: list[int] | None, after: list[int] | None) -> float:
     return _share_pct(before, after, (7,))
 
 
+# /proc/stat's "idle" and "iowait" fields: every other tick (steal and irq too) is busy.
+_NOT_BUSY = (3, 4)
+
+
 def busy_ticks(before: list[int] | None, after: list[int] | None) -> int | None:
     """Clock ticks, over every core, between two `cpu_counters()` that were busy (neither
     idle nor waiting for I/O); None when unknown."""
-    if not before or not after or min(len(before), len(after)) <= 4:
+    if not before or not after or min(len(before), len(after)) <= max(_NOT_BUSY):
         return None
-    idle = (after[3] - before[3]) + (after[4] - before[4])
+    idle = sum(after[i] - before[i] for i in _NOT_BUSY)
     return sum(after) - sum(before) - idle
 
 
 def busy_pct(before: list[int] | None, after: list[int] | None) -> float:
-    """Share of all CPU time between two `cpu_counters()` that was busy (`busy_ticks`); nan
-    when unknown."""
-    ticks = busy_ticks(before, after)
-    if ticks is None or not before or not after:
-        return float("nan")
-    total = sum(after) - sum(before)
-    return 100.0 * ticks / total if total > 0 else float("nan")
+    """Share of all CPU time between two `cpu_counters()` that was busy (the ticks
+    `busy_ticks` counts); nan when unknown."""
+    return 100.0 - _share_pct(before, after, _NOT_BUSY)
 
 
 def cpu_busy_pct(seconds: float = 1.0) -> float:
