@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import growth, idle, memory, mixed, scale, scenarios
+from . import growth, idle, memory, mixed, scale, scenarios, steady
 from .context import Context
 from .sizes import Sizes
 from .systems import System, ours_worker_or_baseline
@@ -160,7 +160,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         lower_is_better=True,
         cases=lambda sizes: [{"rate": r} for r in sizes.rates],
         label=lambda case: f"{case['rate']}/s",
-        run=scenarios.steady,
+        run=steady.steady,
         describe=_steady_line,
     ),
     Scenario(

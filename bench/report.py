@@ -14,6 +14,7 @@ from . import (
     report_mixed,
     report_repeats,
     report_scale,
+    report_steady,
 )
 from .report_fmt import BASELINE, OURS, median_of, ratio, summary
 from .report_fmt import fmt as _fmt
@@ -58,57 +59,7 @@ def render(results: dict[str, Any], systems: list[str], meta: dict[str, Any]) ->
     # -- drain --------------------------------------------------------------------------
     out += report_drain.render(drains, systems, meta)
 
-    # -- steady -------------------------------------------------------------------------
-    add("## 2. Steady load: commit to delivery latency")
-    add("")
-    add(
-        f"Paced transactions for {meta['duration']:.0f} s (after {meta['warmup']:.0f} s of "
-        "warm-up that is not counted), one relay process. Latency per item = the time a "
-        "consumer of the topic received it - the time COMMIT returned in the load process "
-        "(same clock). That is commit -> Kafka delivery report plus one consumer fetch, so an "
-        "upper bound of commit-to-ack. " + meta["tx_note"]
-    )
-    add("")
-    rows = []
-    for rate in sorted({s["rate"] for s in steadies}):
-        for system in systems:
-            mine = [s for s in steadies if s["system"] == system and s["rate"] == rate]
-            if not mine:
-                continue
-            rows.append(
-                [
-                    system,
-                    f"{rate:,}",
-                    summary((s["achieved_rate"] for s in mine), 0),
-                    summary((s["p50"] for s in mine), 1),
-                    summary((s["p95"] for s in mine), 1),
-                    summary((s["p99"] for s in mine), 1),
-                    summary((s["p99_first_third"] for s in mine), 1)
-                    + " / "
-                    + summary((s["p99_last_third"] for s in mine), 1),
-                    str(sum(s["undelivered"] for s in mine)),
-                    str(sum(s["duplicates"] for s in mine)),
-                    str(sum(s["order_violations"] for s in mine)),
-                ]
-            )
-    out += _table(
-        [
-            "system",
-            "items/s",
-            "achieved",
-            "p50 ms",
-            "p95 ms",
-            "p99 ms",
-            "p99 first / last third",
-            "not delivered in time",
-            "duplicates",
-            "order violations",
-        ],
-        rows,
-    )
-    add("")
-    add("![latency CDF](img/bench-latency-cdf.png)")
-    add("")
+    out += report_steady.render(steadies, systems, meta)
 
     # -- inbox --------------------------------------------------------------------------
     add("## 3. Inbox ingest with duplicates")

@@ -8,8 +8,7 @@ returns one plain dict of results.
   first-seen - first first-seen) on the topic.
 - ours-debezium (drain and steady): Debezium on Kafka Connect instead of relay processes,
   set up and torn down per run by bench/debezium.py.
-- steady: paced transactions for `duration`, latency = consumer receive time - commit
-  time, per item (commit time taken by the load process right after COMMIT returned).
+- steady: in bench/steady.py.
 - inbox: a pre-filled input topic with duplicates, the system's consumer from scratch,
   rows/s = stored rows / (max(created_at) - min(created_at)).
 - create cost: one-row business transactions/s without and with one create() (for
@@ -164,68 +163,6 @@ def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
     return ordered[index]
-
-
-def steady(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -> dict[str, Any]:
-    rate: int = case["rate"]
-    duration, warmup = sizes.duration, sizes.warmup
-    topic = ctx.topic(f"steady-{system.name}-{rate}")
-    per_tx = max(1, round(rate / sizes.tx_rate))
-    tx_rate = rate / per_tx
-    total = round(tx_rate * (duration + warmup)) * per_tx
-    reader = TopicReader(ctx.bootstrap, topic, PARTITIONS, total)
-    reader.start()
-    env = procs.base_env(**system.env(ctx.pg.url(run_db), topic))
-    out = ctx.logs / f"{system.name}-steady-{rate}-commits.json"
-
-    def load(env: dict[str, str]) -> None:
-        procs.run(
-            system.load_cmd(0, tx_rate, per_tx, duration + warmup, ctx.keys, ctx.size, out),
-            env,
-            ctx.logs / f"{system.name}-steady-{rate}-load.log",
-            ctx.logs,
-            timeout=duration * 20 + 120,
-        )
-
-    if system.debezium:
-        problems = debezium.steady_delivery(ctx, system, run_db, topic, reader, load)
-    else:
-        relay = procs.Child(
-            system.relay_cmd(topic), env, ctx.logs / f"{system.name}-steady-{rate}.log", ctx.logs
-        )
-        time.sleep(4.0)  # imports, connections, bucket ownership
-        load(env)
-        reader.wait(15.0)
-        problems = _stop_all([relay])
-    loaded = json.loads(out.read_text())
-    commits: dict[int, float] = {int(s): float(t) for s, t in loaded["commits"]}
-    skip = round(tx_rate * warmup) * per_tx
-    seen = reader.result
-    latencies = [
-        (seen.first_at[s] - t) * 1000
-        for s, t in commits.items()
-        if s >= skip and s in seen.first_at
-    ]
-    measured = [s for s in commits if s >= skip]
-    thirds = [latencies[: len(latencies) // 3], latencies[-(len(latencies) // 3) :]]
-    return {
-        "system": system.name,
-        "rate": rate,
-        "achieved_rate": len(commits) / float(loaded["elapsed"]),
-        "per_tx": per_tx,
-        "items": len(measured),
-        "undelivered": len(measured) - len(latencies),
-        "p50": percentile(latencies, 50),
-        "p95": percentile(latencies, 95),
-        "p99": percentile(latencies, 99),
-        "p99_first_third": percentile(thirds[0], 99),
-        "p99_last_third": percentile(thirds[1], 99),
-        "mean": statistics.fmean(latencies) if latencies else float("nan"),
-        "latencies": latencies,
-        "duplicates": seen.duplicates(),
-        "order_violations": seen.order_violations(),
-        "problems": problems,
-    }
 
 
 def inbox(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) -> dict[str, Any]:

@@ -1,0 +1,117 @@
+"""The report's steady section: commit-to-delivery latency per system and rate, and (from
+bench/steady.py) how it was spread over the run's seconds and what the machine's CPU did."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .report_fmt import summary
+from .report_fmt import table as _table
+
+
+def render(steadies: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    add = out.append
+    add("## 2. Steady load: commit to delivery latency")
+    add("")
+    add(
+        f"Paced transactions for {meta['duration']:.0f} s (after {meta['warmup']:.0f} s of "
+        "warm-up that is not counted), one relay process. Latency per item = the time a "
+        "consumer of the topic received it - the time COMMIT returned in the load process "
+        "(same clock). That is commit -> Kafka delivery report plus one consumer fetch, so an "
+        "upper bound of commit-to-ack. " + meta["tx_note"]
+    )
+    add("")
+    rows = []
+    for rate in sorted({s["rate"] for s in steadies}):
+        for system in systems:
+            mine = [s for s in steadies if s["system"] == system and s["rate"] == rate]
+            if not mine:
+                continue
+            rows.append(
+                [
+                    system,
+                    f"{rate:,}",
+                    summary((s["achieved_rate"] for s in mine), 0),
+                    summary((s["p50"] for s in mine), 1),
+                    summary((s["p95"] for s in mine), 1),
+                    summary((s["p99"] for s in mine), 1),
+                    summary((s["p99_first_third"] for s in mine), 1)
+                    + " / "
+                    + summary((s["p99_last_third"] for s in mine), 1),
+                    str(sum(s["undelivered"] for s in mine)),
+                    str(sum(s["duplicates"] for s in mine)),
+                    str(sum(s["order_violations"] for s in mine)),
+                ]
+            )
+    out += _table(
+        [
+            "system",
+            "items/s",
+            "achieved",
+            "p50 ms",
+            "p95 ms",
+            "p99 ms",
+            "p99 first / last third",
+            "not delivered in time",
+            "duplicates",
+            "order violations",
+        ],
+        rows,
+    )
+    add("")
+    add("![latency CDF](img/bench-latency-cdf.png)")
+    add("")
+    out += _by_second(steadies, systems)
+    return out
+
+
+def _by_second(steadies: list[dict[str, Any]], systems: list[str]) -> list[str]:
+    """Each run's p99 per second of commits, in three numbers, and its CPU per item."""
+    rows = []
+    for rate in sorted({s["rate"] for s in steadies}):
+        for system in systems:
+            mine = [s for s in steadies if s["system"] == system and s["rate"] == rate]
+            worst = [s["worst_second"] for s in mine if s.get("worst_second")]
+            if not worst:
+                continue
+            machines = [s["machine_cpu"] for s in mine if s.get("machine_cpu")]
+            rows.append(
+                [
+                    system,
+                    f"{rate:,}",
+                    " / ".join(f"{w['median_ms']:.1f}" for w in worst),
+                    " / ".join(f"{w['worst_ms']:.1f} (s {w['worst_at_s']})" for w in worst),
+                    " / ".join(str(w["seconds_over_2x"]) for w in worst),
+                    summary((s.get("cpu_us_per_msg") for s in mine), 1),
+                    summary((m["busy_pct"] for m in machines), 0),
+                    summary((m["all"] for m in machines), 1),
+                ]
+            )
+    if not rows:
+        return []
+    out = [
+        "The same runs second by second (every repeat, in order): the p99 of the items "
+        "committed in each second of the measured window, as the median second's, the worst "
+        "second's (and which second) and how many seconds were above twice the median's. A "
+        "p99 made by one stall shows as one worst second far above a flat median; a run that "
+        "is slower throughout, as a higher median. Then the relay process's CPU and the "
+        "machine's (all cores' busy time, its share) per item over the whole load, warm-up "
+        "included (bench/steady.py).",
+        "",
+    ]
+    out += _table(
+        [
+            "system",
+            "items/s",
+            "median second's p99 ms",
+            "worst second's p99 ms",
+            "seconds > 2x median",
+            "relay µs/item",
+            "cores busy %",
+            "all µs/item",
+        ],
+        rows,
+    )
+    out.append("")
+    return out
