@@ -356,6 +356,9 @@ class Bakery:
                     "pip",
                     "install",
                     "--quiet",
+                    # .pyc files at install (as the Dockerfile does): with PYTHONDONTWRITEBYTECODE
+                    # set, every start of the service would compile its imports from source.
+                    "--compile-bytecode",
                     "--python",
                     venv / "bin" / "python",
                     "-e",
