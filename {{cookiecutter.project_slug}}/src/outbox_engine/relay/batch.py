@@ -72,10 +72,10 @@ class BatchReport:
     # What the first unavailable item was told (say, `kafka: _MSG_TIMED_OUT: ...`), for the
     # worker's back-off line: an outage that outlasts its cause needs its reason in the log.
     unavailable_error: str | None = None
-
-    @property
-    def full(self) -> bool:
-        return self.claimed > 0
+    # The lane claims again at once only when this is set: the claim stopped at a limit
+    # (relay/claim.py `left_more`) or items were deferred (they are claimable again now).
+    # Otherwise everything claimable was taken, and what commits later wakes the lane.
+    more: bool = False
 
 
 class TransportFailed(Exception):

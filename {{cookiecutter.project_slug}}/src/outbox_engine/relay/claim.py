@@ -3,7 +3,9 @@
 `Claimer.claim` reads up to `batch_size` pending, due items of the owned buckets (store/
 items.py) on a kept driver connection, each bucket in id order. Starting every claim at the
 next bucket keeps a deep bucket from starving the ones after it; a per-bucket cap keeps one
-bucket from filling the batch. `Claimer.claim_ids` is the synchronous flush's claim of named
+bucket from filling the batch. `left_more` says whether a claim may have left claimable items
+behind (it reached `batch_size`, or some bucket's cap): only then does the lane claim again
+at once (relay/lanes.py). `Claimer.claim_ids` is the synchronous flush's claim of named
 items. Rows become `ItemRecord`s by a reader chosen once for the box's kind (an inbox row
 also carries its Kafka source), so no step after this one asks the box's kind.
 """
@@ -40,13 +42,15 @@ class Claimer:
         )
         self._limit = box.config.batch_size
         self._rotation = 0
+        # The last claim stopped at a limit: claimable items may be left (see claim()).
+        self.left_more = False
         self._to_record: Callable[[Any], ItemRecord] = (
             self._inbox_record if inbox else self._outbox_record
         )
 
     async def claim(self, buckets: Sequence[int], paused_keys: Collection[str] = ()) -> Claimed:
         limit = self._limit
-        per_bucket = min(limit, max(8, math.ceil(limit / max(len(buckets), 1)) * 4))
+        per_bucket = bucket_share(limit, len(buckets))
         # The nested loop stops at `limit`: start each claim at the next bucket, so that a
         # deep bucket cannot starve the ones after it.
         self._rotation = (self._rotation + 1) % max(len(buckets), 1)
@@ -55,6 +59,11 @@ class Claimer:
             rows = await self.reads.claim(conn, order, per_bucket, limit, list(paused_keys))
         # Each key's items in id order whatever plan the database chose.
         rows.sort(key=_BUCKET_AND_ID)
+        # Below both limits the claim took every claimable item of these buckets as of its
+        # snapshot; what commits later sends a NOTIFY, which wakes the lane.
+        self.left_more = len(rows) >= limit or (
+            len(rows) >= per_bucket and _fullest_bucket(rows) >= per_bucket
+        )
         to_record = self._to_record
         return [(to_record(row), row[5]) for row in rows]
 
@@ -89,8 +98,26 @@ class Claimer:
         )
 
 
+def bucket_share(limit: int, buckets: int) -> int:
+    """The most items a claim of `limit` over `buckets` buckets takes of one bucket: four
+    times an even share, at least 8, at most `limit`."""
+    return min(limit, max(8, math.ceil(limit / max(buckets, 1)) * 4))
+
+
 # A claimed row's (bucket, id), the order items go in (columns by position, store/items.py).
 _BUCKET_AND_ID = operator.itemgetter(4, 0)
+
+
+def _fullest_bucket(rows: Sequence[Any]) -> int:
+    """The most rows of one bucket among `rows` (sorted by bucket)."""
+    fullest = run = 0
+    previous = None
+    for row in rows:
+        bucket = row[4]
+        run = run + 1 if bucket == previous else 1
+        previous = bucket
+        fullest = max(fullest, run)
+    return fullest
 
 
 def _headers(value: Any) -> dict[str, Any]:

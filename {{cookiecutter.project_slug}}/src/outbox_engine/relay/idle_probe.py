@@ -1,6 +1,6 @@
 """The idle probe: one statement a tick tells every idle lane whether it has work.
 
-A lane whose claim found nothing waits for a NOTIFY (relay/lanes.py). Something must still
+A lane whose claim took everything claimable waits for a NOTIFY (relay/lanes.py). Something must still
 look for what no NOTIFY announces: an item whose backoff ended, a key whose blocking head
 was retried by an operator, a NOTIFY lost while the listen connection was down. Each idle
 lane used to claim again every `poll_interval` for that: one statement per lane and

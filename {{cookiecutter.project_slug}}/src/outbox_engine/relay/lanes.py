@@ -2,8 +2,9 @@
 
 Lane i of a box processes the owned buckets b with b % concurrency == i, so each bucket is
 in one lane of one process and its items go out in order. A lane wakes on a NOTIFY for its
-buckets (milliseconds after a commit), right away when its last batch claimed anything,
-and when the idle probe (relay/idle_probe.py, one statement for all idle lanes every
+buckets (milliseconds after a commit), right away when its last claim may have left items
+behind (a full batch, a bucket at its share, items deferred: `BatchReport.more`), and when
+the idle probe (relay/idle_probe.py, one statement for all idle lanes every
 `poll_interval`) finds a claimable item no NOTIFY announced. A lane never ends while the
 worker runs: a database error or any other exception is logged and retried with a growing
 pause (its items stay pending), and a destination that is unavailable backs the lane off
@@ -120,8 +121,12 @@ class Lanes:
                     outage = 0
                 continue
             outage = 0
-            if report is not None and report.claimed:
+            if report is not None and report.more:
                 continue  # there may be more right away
+            # Otherwise the claim took everything claimable: a claim now would find what
+            # committed since, whose NOTIFY has set `wake` already (cleared before the claim),
+            # so the sleep below ends at once for it and costs nothing more. Not claiming
+            # again blindly saves a statement and a round trip a batch under light load.
             self.probe.enter(IdleLane(state, lane, processor.claimer.reads, wake))
             try:
                 await sleep(self.probe.fallback(box.config.poll_interval), wake)

@@ -117,9 +117,11 @@ class BoxProcessor:
         if not buckets:
             return report
         claimed = await self.claimer.claim(buckets, paused_keys)
+        left_more = self.claimer.left_more
         if owns is not None:
             claimed = [(item, payload) for item, payload in claimed if owns(item.bucket)]
         await self._process(claimed, report)
+        report.more = left_more or report.deferred > 0
         return report
 
     async def process_ids(
