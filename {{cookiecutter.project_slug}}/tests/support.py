@@ -338,6 +338,30 @@ async def wait_for(
     raise AssertionError(f"condition not met within {within}s")
 
 
+class Claims:
+    """Counts the claims a running worker's lanes make on one box (`count`, resettable)."""
+
+    def __init__(self, worker: Worker, box: str = OUTBOX_BOX) -> None:
+        self.count = 0
+        claimer = worker.processors[box].claimer
+        original = claimer.claim
+
+        async def counted(buckets: Sequence[int], paused_keys: Any = ()) -> Any:
+            self.count += 1
+            return await original(buckets, paused_keys)
+
+        claimer.claim = counted  # type: ignore[method-assign]
+
+
+async def lanes_idle(worker: Worker, lanes: int, box: str = OUTBOX_BOX) -> None:
+    """Wait until `lanes` lanes of `box` wait idle (for a NOTIFY or the idle probe)."""
+
+    async def check() -> bool:
+        return len(worker.probe.idle_lanes(box)) == lanes
+
+    await wait_for(check, within=10)
+
+
 # -- processes and Kafka producers -------------------------------------------------------------
 
 

@@ -5,7 +5,7 @@ fails every lane claims for itself."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -18,8 +18,10 @@ from outbox_engine.store.pauses import add_pause, remove_pause
 from ..support import (
     CALLS,
     OUTBOX_BOX,
+    Claims,
     OutboxItem,
     RecordingTransport,
+    lanes_idle,
     make_registry,
     reset_transports,
     running_worker,
@@ -46,28 +48,9 @@ def _registry() -> Any:
     )
 
 
-class Claims:
-    """Counts the claims the worker's lanes make on the outbox box."""
-
-    def __init__(self, worker: Worker) -> None:
-        self.count = 0
-        claimer = worker.processors[OUTBOX_BOX].claimer
-        original = claimer.claim
-
-        async def counted(buckets: Sequence[int], paused_keys: Any = ()) -> Any:
-            self.count += 1
-            return await original(buckets, paused_keys)
-
-        claimer.claim = counted  # type: ignore[method-assign]
-
-
 async def _idle(worker: Worker) -> None:
     """Wait until every lane of the box waits idle."""
-
-    async def check() -> bool:
-        return len(worker.probe.idle_lanes(OUTBOX_BOX)) == LANES
-
-    await wait_for(check, within=10)
+    await lanes_idle(worker, LANES)
 
 
 async def _create_due_in(container: Container, seconds: float, payload: bytes) -> None:

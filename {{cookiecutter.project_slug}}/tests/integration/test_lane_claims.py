@@ -18,15 +18,16 @@ from ..support import (
     CALLS,
     FAILURES,
     OUTBOX_BOX,
+    Claims,
     OutboxItem,
     RecordingTransport,
+    lanes_idle,
     make_registry,
     reset_transports,
     running_worker,
     transport,
     wait_for,
 )
-from .test_idle_probe import Claims
 
 LANES = 2
 # Longer than any wait here: a delivery within it came from a claim made at once, not from
@@ -67,10 +68,7 @@ async def _create(container: Container, keys: list[str]) -> None:
 
 
 async def _idle(worker: Any) -> None:
-    async def check() -> bool:
-        return len(worker.probe.idle_lanes(OUTBOX_BOX)) == LANES
-
-    await wait_for(check, within=10)
+    await lanes_idle(worker, LANES)
 
 
 def _delivered(count: int) -> Any:
