@@ -1,15 +1,15 @@
 """The idle probe: one statement a tick tells every idle lane whether it has work.
 
-A lane whose claim took everything claimable waits for a NOTIFY (relay/lanes.py). Something must still
-look for what no NOTIFY announces: an item whose backoff ended, a key whose blocking head
-was retried by an operator, a NOTIFY lost while the listen connection was down. Each idle
-lane used to claim again every `poll_interval` for that: one statement per lane and
-second, 20 a second for a worker with 10 boxes of 2 lanes and nothing to do. The probe asks
-the same question for all idle lanes in one statement: per lane, an EXISTS with the claim's
-own conditions (store/items.py `due_check`, one index range scan per bucket stopping at the
-first claimable row), and wakes the lanes that have a claimable item, which then claim as
-before. A lane is probed every `poll_interval` of its box, so an item waits after its backoff
-what it waited before.
+A lane whose claim took everything claimable waits for a NOTIFY (relay/lanes.py). Something
+must still look for what no NOTIFY announces: an item whose backoff ended, a key whose
+blocking head was retried by an operator, a NOTIFY lost while the listen connection was
+down. Each idle lane used to claim again every `poll_interval` for that: one statement per
+lane and second, 20 a second for a worker with 10 boxes of 2 lanes and nothing to do. The
+probe asks the same question for all idle lanes in one statement: per lane, an EXISTS with
+the claim's own conditions (store/items.py `due_check`, one index range scan per bucket
+stopping at the first claimable row), and wakes the lanes that have a claimable item, which
+then claim as before. A lane is probed every `poll_interval` of its box, so an item waits
+after its backoff what it waited before.
 
 Paused boxes and buckets are left out and paused keys passed on (the same `PauseReader` the
 lanes read). When the probe fails, every idle lane is woken and claims on its own (with its
