@@ -3,6 +3,7 @@ bench/steady.py) how it was spread over the run's seconds and what the machine's
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from .report_fmt import summary
@@ -22,28 +23,23 @@ def render(steadies: list[dict[str, Any]], systems: list[str], meta: dict[str, A
         "upper bound of commit-to-ack. " + meta["tx_note"]
     )
     add("")
-    rows = []
-    for rate in sorted({s["rate"] for s in steadies}):
-        for system in systems:
-            mine = [s for s in steadies if s["system"] == system and s["rate"] == rate]
-            if not mine:
-                continue
-            rows.append(
-                [
-                    system,
-                    f"{rate:,}",
-                    summary((s["achieved_rate"] for s in mine), 0),
-                    summary((s["p50"] for s in mine), 1),
-                    summary((s["p95"] for s in mine), 1),
-                    summary((s["p99"] for s in mine), 1),
-                    summary((s["p99_first_third"] for s in mine), 1)
-                    + " / "
-                    + summary((s["p99_last_third"] for s in mine), 1),
-                    str(sum(s["undelivered"] for s in mine)),
-                    str(sum(s["duplicates"] for s in mine)),
-                    str(sum(s["order_violations"] for s in mine)),
-                ]
-            )
+    rows = [
+        [
+            system,
+            f"{rate:,}",
+            summary((s["achieved_rate"] for s in mine), 0),
+            summary((s["p50"] for s in mine), 1),
+            summary((s["p95"] for s in mine), 1),
+            summary((s["p99"] for s in mine), 1),
+            summary((s["p99_first_third"] for s in mine), 1)
+            + " / "
+            + summary((s["p99_last_third"] for s in mine), 1),
+            str(sum(s["undelivered"] for s in mine)),
+            str(sum(s["duplicates"] for s in mine)),
+            str(sum(s["order_violations"] for s in mine)),
+        ]
+        for rate, system, mine in _runs(steadies, systems)
+    ]
     out += _table(
         [
             "system",
@@ -69,25 +65,23 @@ def render(steadies: list[dict[str, Any]], systems: list[str], meta: dict[str, A
 def _by_second(steadies: list[dict[str, Any]], systems: list[str]) -> list[str]:
     """Each run's p99 per second of commits, in three numbers, and its CPU per item."""
     rows = []
-    for rate in sorted({s["rate"] for s in steadies}):
-        for system in systems:
-            mine = [s for s in steadies if s["system"] == system and s["rate"] == rate]
-            worst = [s["worst_second"] for s in mine if s.get("worst_second")]
-            if not worst:
-                continue
-            machines = [s["machine_cpu"] for s in mine if s.get("machine_cpu")]
-            rows.append(
-                [
-                    system,
-                    f"{rate:,}",
-                    " / ".join(f"{w['median_ms']:.1f}" for w in worst),
-                    " / ".join(f"{w['worst_ms']:.1f} (s {w['worst_at_s']})" for w in worst),
-                    " / ".join(str(w["seconds_over_2x"]) for w in worst),
-                    summary((s.get("cpu_us_per_msg") for s in mine), 1),
-                    summary((m["busy_pct"] for m in machines), 0),
-                    summary((m["all"] for m in machines), 1),
-                ]
-            )
+    for rate, system, mine in _runs(steadies, systems):
+        worst = [s["worst_second"] for s in mine if s.get("worst_second")]
+        if not worst:
+            continue
+        machines = [s["machine_cpu"] for s in mine if s.get("machine_cpu")]
+        rows.append(
+            [
+                system,
+                f"{rate:,}",
+                " / ".join(f"{w['median_ms']:.1f}" for w in worst),
+                " / ".join(f"{w['worst_ms']:.1f} (s {w['worst_at_s']})" for w in worst),
+                " / ".join(str(w["seconds_over_2x"]) for w in worst),
+                summary((s.get("cpu_us_per_msg") for s in mine), 1),
+                summary((m["busy_pct"] for m in machines), 0),
+                summary((m["all"] for m in machines), 1),
+            ]
+        )
     if not rows:
         return []
     out = [
@@ -115,3 +109,15 @@ def _by_second(steadies: list[dict[str, Any]], systems: list[str]) -> list[str]:
     )
     out.append("")
     return out
+
+
+def _runs(
+    steadies: list[dict[str, Any]], systems: list[str]
+) -> Iterator[tuple[int, str, list[dict[str, Any]]]]:
+    """(rate, system, that system's runs at that rate in repeat order), rates ascending,
+    systems in the report's order; a system with no run at a rate is left out."""
+    for rate in sorted({s["rate"] for s in steadies}):
+        for system in systems:
+            mine = [s for s in steadies if s["system"] == system and s["rate"] == rate]
+            if mine:
+                yield rate, system, mine

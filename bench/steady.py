@@ -23,7 +23,7 @@ from typing import Any
 from . import cpu_split, debezium, procs
 from .context import PARTITIONS, Context
 from .kafka_io import TopicReader
-from .scenarios import Case, _stop_all, percentile
+from .scenarios import MIN_CPU_S, Case, _stop_all, percentile
 from .sizes import Sizes
 from .systems import System
 
@@ -93,8 +93,8 @@ def steady(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) 
             timeout=duration * 20 + 120,
         )
 
-    relay_us: float | None = None
-    machine: dict[str, float | None] | None = None
+    relay_s: float | None = None
+    split: tuple[cpu_split.Snapshot, cpu_split.Snapshot] | None = None
     if system.debezium:
         problems = debezium.steady_delivery(ctx, system, run_db, topic, reader, load)
     else:
@@ -105,17 +105,21 @@ def steady(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) 
         split_from = cpu_split.snapshot()
         relay_from = procs.cpu_seconds(relay.proc.pid)
         load(env)
-        split_to = cpu_split.snapshot()
+        split = (split_from, cpu_split.snapshot())
         relay_to = procs.cpu_seconds(relay.proc.pid)
+        if relay_from is not None and relay_to is not None:
+            relay_s = relay_to - relay_from
         reader.wait(15.0)
-        loaded = len(json.loads(out.read_text())["commits"])
-        relay_s = None if relay_from is None or relay_to is None else relay_to - relay_from
-        if relay_s is not None and relay_s >= 0.1 and loaded:
-            relay_us = relay_s / loaded * 1e6
-        machine = cpu_split.per_message(split_from, split_to, loaded, relay_s)
         problems = _stop_all([relay])
     loaded_run = json.loads(out.read_text())
     commits: dict[int, float] = {int(s): float(t) for s, t in loaded_run["commits"]}
+    # CPU per committed item over the load (warm-up included); none for Debezium's runs.
+    machine = cpu_split.per_message(*split, len(commits), relay_s) if split else None
+    relay_us = (
+        relay_s / len(commits) * 1e6
+        if relay_s is not None and relay_s >= MIN_CPU_S and commits
+        else None
+    )
     skip = round(tx_rate * warmup) * per_tx
     seen = reader.result
     latencies = [
