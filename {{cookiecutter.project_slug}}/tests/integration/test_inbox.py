@@ -19,14 +19,14 @@ from ..support import INBOX_BOX, InboxItem, make_registry, produce, wait_for
 
 @asynccontextmanager
 async def running_consumer(
-    container: Container, box: Box, **options: Any
+    container: Container, box: Box, kafka_config: dict[str, Any] | None = None, **options: Any
 ) -> AsyncIterator[InboxConsumer]:
     """A consumer of `box` in a group of its own, running until the block ends (`options`:
-    InboxConsumer's intervals and timeouts)."""
+    InboxConsumer's intervals and timeouts; `kafka_config`: the settings' by default)."""
     consumer = InboxConsumer(
         box,
         container.engine(),
-        container.settings().kafka_config(),
+        kafka_config if kafka_config is not None else container.settings().kafka_config(),
         f"test-{uuid.uuid4().hex[:8]}",
         observer=container.observer(),
         **options,

@@ -46,6 +46,14 @@ from outbox_engine.transports.kafka_reports import describe
 
 log = logging.getLogger(__name__)
 
+# How much librdkafka fetches ahead of the consumer, at most (`queued.max.messages.kbytes`,
+# in KiB; librdkafka's own default is 64 MiB, which was most of a consumer's memory). 16 MiB
+# is ~16,000 messages of 1 KiB, some 30 batches of 500 ahead of the write, so the prefetch
+# never starves it (the bench's inbox rate is the same with 64 MiB); a
+# `queued.max.messages.kbytes` in the Kafka settings wins (docs/performance.md, "The inbox
+# consumer, per batch").
+PREFETCH_KBYTES = 16_384
+
 # Kept importable from here, where they were defined before the split (the relay reads
 # the rejected header's name; the service and tests the readiness answer and the id space).
 __all__ = ["INBOX_NAMESPACE", "REJECTED_HEADER", "InboxConsumer", "consumers_readiness"]
@@ -82,6 +90,7 @@ class InboxConsumer:
         config = box.inbox_config
         self.group_id = config.group_id or f"{service_name}.{box.name}"
         self.kafka_config = {
+            "queued.max.messages.kbytes": PREFETCH_KBYTES,
             **kafka_config,
             "group.id": self.group_id,
             "enable.auto.commit": False,

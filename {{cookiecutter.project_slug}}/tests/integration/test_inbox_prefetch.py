@@ -1,0 +1,112 @@
+"""How much the inbox consumer fetches ahead of what it stores, on a real Kafka.
+
+librdkafka fetches ahead of the application up to `queued.max.messages.kbytes`; its own
+default, 64 MiB, was most of a consumer's resident memory. The consumer sets 16 MiB
+(`PREFETCH_KBYTES`) unless the Kafka settings name another bound. These tests put 48 MiB
+on the topic and hold the inbox table locked for a few seconds, so that the consumer's
+first write waits and it stops taking messages while librdkafka goes on fetching; they read
+librdkafka's own statistics for how much it had fetched but not handed over (per partition:
+the next offset it will fetch minus the next one it hands over), at most the bound plus one
+fetch per partition, librdkafka's documented overshoot, and at least half the bound (the
+measure reads a real queue). Then the lock goes and every message is stored: the bound
+holds memory back, never messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from {{ cookiecutter.package_name }}.container import Container
+from outbox_engine.inbox.consumer import PREFETCH_KBYTES, InboxConsumer
+
+from ..support import INBOX_BOX, make_registry, produce, wait_for
+from .test_inbox import running_consumer
+
+MESSAGE_BYTES = 64 * 1024
+MESSAGES = 768  # 48 MiB: three times the engine's bound, under librdkafka's own 64 MiB
+PARTITIONS = 3  # the test broker's num.partitions (scripts/kafka.sh): topics are auto-created
+FETCH_BYTES = 1024 * 1024  # max.partition.fetch.bytes: librdkafka may overshoot by one each
+MiB = 1024 * 1024
+CONSUMER_BATCH = 10
+HOLD_SECONDS = 3.0  # a local broker hands over 48 MiB in well under a second
+
+
+class Prefetch:
+    """librdkafka's statistics: the messages fetched and not yet handed to the consumer, one
+    sample per report. Reports are served by the consumer's next `consume()`, so those made
+    while it waits on the lock arrive once it takes messages again, each as it was made."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.samples: list[int] = []
+
+    def __call__(self, stats_json: str) -> None:
+        partitions = json.loads(stats_json)["topics"].get(self.topic, {}).get("partitions", {})
+        ahead = 0
+        for number, partition in partitions.items():
+            if number == "-1":  # librdkafka's internal "unassigned" partition
+                continue
+            handed = max(partition["app_offset"], partition["committed_offset"], 0)
+            ahead += max(partition["next_offset"] - handed, 0)
+        self.samples.append(ahead)
+
+
+@pytest.mark.parametrize(
+    ("configured_kbytes", "bound_kbytes"),
+    [(None, PREFETCH_KBYTES), (4_096, 4_096)],
+    ids=["engine-default", "kafka-settings-win"],
+)
+async def test_the_consumer_fetches_ahead_at_most_its_bound_and_stores_everything(
+    container: Container, env_topics: str, configured_kbytes: int | None, bound_kbytes: int
+) -> None:
+    # Small batches: the consumer takes at most two (one waiting on the lock, the next
+    # one prepared), so what it holds is a few messages and the rest waits in librdkafka.
+    box = make_registry(inbox={"consume_batch_size": CONSUMER_BATCH}).get(INBOX_BOX)
+    topic, table = box.inbox_config.topics[0], box.table_name
+    bootstrap = container.settings().kafka_bootstrap_servers
+    produce(
+        bootstrap,
+        topic,
+        [(f"k{n % 40}", n.to_bytes(4, "big") * (MESSAGE_BYTES // 4), []) for n in range(MESSAGES)],
+    )
+    prefetch = Prefetch(topic)
+    extra: dict[str, Any] = {"statistics.interval.ms": 100, "stats_cb": prefetch}
+    if configured_kbytes is not None:
+        extra["queued.max.messages.kbytes"] = configured_kbytes
+    kafka_config = {**container.settings().kafka_config(), **extra}
+
+    async with container.engine().connect() as lock:
+        await lock.execute(text(f"LOCK TABLE {table} IN SHARE MODE"))
+        async with running_consumer(container, box, kafka_config=kafka_config) as consumer:
+            await wait_for(lambda: _taken(consumer), within=60)  # its first write waits
+            await asyncio.sleep(HOLD_SECONDS)  # librdkafka fetches ahead meanwhile
+            stored_while_locked = consumer.stored
+            await lock.rollback()  # the lock goes: the consumer stores everything
+            await wait_for(lambda: _stored(container, table, MESSAGES), within=120)
+    ahead = max(prefetch.samples, default=0) * MESSAGE_BYTES
+    bound = bound_kbytes * 1024 + PARTITIONS * FETCH_BYTES
+    assert stored_while_locked == 0
+    # It fetched ahead while the lock held (the measure reads a real queue) ...
+    assert ahead >= bound_kbytes * 1024 // 2, (ahead / MiB, len(prefetch.samples))
+    # ... and never more than the bound and librdkafka's overshoot (48 MiB without a bound).
+    assert ahead <= bound, (ahead / MiB, bound / MiB)
+    async with container.engine().connect() as conn:
+        firsts = (
+            await conn.execute(text(f"SELECT substring(payload FROM 1 FOR 4) FROM {table}"))
+        ).all()
+    assert sorted(int.from_bytes(first, "big") for (first,) in firsts) == list(range(MESSAGES))
+
+
+async def _taken(consumer: InboxConsumer) -> bool:
+    return consumer.received > 0
+
+
+async def _stored(container: Container, table: str, expected: int) -> bool:
+    async with container.engine().connect() as conn:
+        count = (await conn.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one()
+    return int(count) == expected
