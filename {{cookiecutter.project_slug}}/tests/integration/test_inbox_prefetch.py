@@ -12,12 +12,20 @@ measure reads a real queue). Then the lock goes and every message is stored: the
 holds memory back, never messages. A message larger than the whole bound (3 MiB against
 1 MiB) is fetched and stored all the same: a fetch returns at least the first message of a
 partition, whatever the sizes configured.
+
+Once the prefetch is over its bound, librdkafka waits `fetch.queue.backoff.ms` before it
+fetches that partition again: 1 s by its own default, in which a consumer that stores
+faster than the bound lasts sits idle (half the inbox rate in the bench). The consumer sets
+20 ms (`PREFETCH_BACKOFF_MS`); a test stores 24 MiB through a 1 MiB bound and adds up the
+time between consecutive batch writes that were more than a quarter second apart, with the
+engine's backoff and, as the control that shows the measure can tell, librdkafka's own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 from typing import Any
 
@@ -29,7 +37,7 @@ from sqlalchemy import text
 
 from {{ cookiecutter.package_name }}.container import Container
 from {{ cookiecutter.package_name }}.settings import Settings
-from outbox_engine.inbox.consumer import PREFETCH_KBYTES, InboxConsumer
+from outbox_engine.inbox.consumer import PREFETCH_BACKOFF_MS, PREFETCH_KBYTES, InboxConsumer
 
 from ..support import INBOX_BOX, make_registry, produce, wait_for
 from .test_inbox import running_consumer
@@ -41,6 +49,8 @@ FETCH_BYTES = 1024 * 1024  # max.partition.fetch.bytes: librdkafka may overshoot
 MiB = 1024 * 1024
 CONSUMER_BATCH = 10
 HOLD_SECONDS = 3.0  # a local broker hands over 48 MiB in well under a second
+REFILL_MESSAGES = 384  # 24 MiB through a 1 MiB bound: six fills of the prefetch at least
+STALL_SECONDS = 0.25  # a gap between two batch writes longer than this is idle time
 
 
 class Prefetch:
@@ -155,6 +165,56 @@ async def test_a_message_larger_than_the_bound_is_stored_whole(
         ).all()
     expected = sorted((len(p), hashlib.sha256(p).digest()) for p in payloads)
     assert sorted((int(n), bytes(d)) for n, d in digests) == expected
+
+
+@pytest.mark.parametrize(
+    ("backoff_ms", "stalls"),
+    [(None, False), (1_000, True)],
+    ids=["engine-default", "librdkafka-default-control"],
+)
+async def test_a_full_prefetch_is_fetched_again_without_idling_the_consumer(
+    container: Container, env_topics: str, backoff_ms: int | None, stalls: bool
+) -> None:
+    box = make_registry().get(INBOX_BOX)
+    topic, table = box.inbox_config.topics[0], box.table_name
+    bootstrap = container.settings().kafka_bootstrap_servers
+    produce(
+        bootstrap,
+        topic,
+        [
+            (f"k{n % 40}", n.to_bytes(4, "big") * (MESSAGE_BYTES // 4), [])
+            for n in range(REFILL_MESSAGES)
+        ],
+    )
+    kafka_config: dict[str, Any] = {
+        **container.settings().kafka_config(),
+        "queued.max.messages.kbytes": 1_024,
+    }
+    if backoff_ms is not None:
+        kafka_config["fetch.queue.backoff.ms"] = backoff_ms  # the Kafka settings win
+
+    async with running_consumer(container, box, kafka_config=kafka_config) as consumer:
+        expected_backoff = PREFETCH_BACKOFF_MS if backoff_ms is None else backoff_ms
+        assert consumer.kafka_config["fetch.queue.backoff.ms"] == expected_backoff
+        await wait_for(lambda: _stored(container, table, REFILL_MESSAGES), within=120)
+    async with container.engine().connect() as conn:
+        # created_at is the time of the batch's transaction: one value per batch written.
+        writes = (
+            await conn.execute(
+                text(
+                    f"SELECT EXTRACT(EPOCH FROM created_at) FROM {table} "
+                    "GROUP BY created_at ORDER BY created_at"
+                )
+            )
+        ).scalars()
+        times = [float(t) for t in writes]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    idle = sum(gap for gap in gaps if gap > STALL_SECONDS)
+    if stalls:
+        # librdkafka's 1 s after each of the fills: the measure sees the stalls.
+        assert idle >= 2.0, (round(idle, 2), len(times))
+    else:
+        assert idle < 1.0, (round(idle, 2), [round(gap, 2) for gap in gaps if gap > STALL_SECONDS])
 
 
 async def _taken(consumer: InboxConsumer) -> bool:
