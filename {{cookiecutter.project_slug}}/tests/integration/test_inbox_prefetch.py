@@ -37,7 +37,8 @@ from sqlalchemy import text
 
 from {{ cookiecutter.package_name }}.container import Container
 from {{ cookiecutter.package_name }}.settings import Settings
-from outbox_engine.inbox.consumer import PREFETCH_BACKOFF_MS, PREFETCH_KBYTES, InboxConsumer
+from outbox_engine.inbox.consumer import InboxConsumer
+from outbox_engine.inbox.prefetch import PREFETCH_BACKOFF_MS, PREFETCH_KBYTES
 
 from ..support import INBOX_BOX, make_registry, produce, wait_for
 from .test_inbox import running_consumer

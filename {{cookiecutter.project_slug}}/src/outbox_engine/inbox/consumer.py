@@ -36,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from outbox_engine.config.registry import Box
 from outbox_engine.inbox.batches import BatchWriter
 from outbox_engine.inbox.kafka_thread import ConsumerThread
+from outbox_engine.inbox.prefetch import PREFETCH_DEFAULTS
 from outbox_engine.inbox.readiness import ConsumerHealth, consumers_readiness
 from outbox_engine.inbox.rows import INBOX_NAMESPACE, REJECTED_HEADER
 from outbox_engine.inbox.window import check_window
@@ -45,20 +46,6 @@ from outbox_engine.transports.kafka_logs import REPEATS, client_config, log_clie
 from outbox_engine.transports.kafka_reports import describe
 
 log = logging.getLogger(__name__)
-
-# How much librdkafka fetches ahead of the consumer, at most (`queued.max.messages.kbytes`,
-# in KiB; librdkafka's own default is 64 MiB, which was most of a consumer's memory). 16 MiB
-# is ~16,000 messages of 1 KiB, some 30 batches of 500 ahead of the write.
-PREFETCH_KBYTES = 16_384
-# How long librdkafka waits before it fetches a partition again once the prefetch was over
-# its bound (`fetch.queue.backoff.ms`; librdkafka's own default is 1,000 ms). With the
-# default, a consumer that stores faster than the bound lasts (16 MiB of 1 KiB messages in
-# about 0.4 s at 40,000 rows/s) sat idle for the rest of each second: 20,600 rows/s instead
-# of 44,000 in the bench's inbox scenario. 20 ms is less than one batch's write; the fetch
-# starts again while the queue still holds thousands of messages.
-PREFETCH_BACKOFF_MS = 20
-# Both are defaults: a value of either in the Kafka settings wins (docs/performance.md,
-# "The inbox consumer, per batch").
 
 # Kept importable from here, where they were defined before the split (the relay reads
 # the rejected header's name; the service and tests the readiness answer and the id space).
@@ -96,8 +83,7 @@ class InboxConsumer:
         config = box.inbox_config
         self.group_id = config.group_id or f"{service_name}.{box.name}"
         self.kafka_config = {
-            "queued.max.messages.kbytes": PREFETCH_KBYTES,
-            "fetch.queue.backoff.ms": PREFETCH_BACKOFF_MS,
+            **PREFETCH_DEFAULTS,  # inbox/prefetch.py: the Kafka settings win
             **kafka_config,
             "group.id": self.group_id,
             "enable.auto.commit": False,
