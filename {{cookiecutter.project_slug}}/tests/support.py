@@ -399,14 +399,24 @@ KafkaMessage = tuple[str | None, bytes | None, Sequence[tuple[str, bytes | None]
 
 
 def produce(
-    bootstrap: str, topic: str, messages: Sequence[KafkaMessage], flush_seconds: float = 60.0
+    bootstrap: str,
+    topic: str,
+    messages: Sequence[KafkaMessage],
+    flush_seconds: float = 60.0,
+    config: dict[str, Any] | None = None,
 ) -> None:
     """Produce (key, value, headers) messages and wait up to `flush_seconds` until every one
-    is acknowledged."""
+    is acknowledged (`config`: producer settings besides the defaults, e.g. a larger
+    `message.max.bytes`)."""
     from confluent_kafka import Producer
 
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            **(config or {}),
+        }
     )
     failures: list[str] = []
 

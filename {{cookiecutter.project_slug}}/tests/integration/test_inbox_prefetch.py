@@ -30,7 +30,6 @@ import json
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from sqlalchemy import text
@@ -40,7 +39,7 @@ from {{ cookiecutter.package_name }}.settings import Settings
 from outbox_engine.inbox.consumer import InboxConsumer
 from outbox_engine.inbox.prefetch import PREFETCH_BACKOFF_MS, PREFETCH_KBYTES
 
-from ..support import INBOX_BOX, make_registry, produce, wait_for
+from ..support import INBOX_BOX, KafkaMessage, make_registry, produce, wait_for
 from .test_inbox import running_consumer
 
 MESSAGE_BYTES = 64 * 1024
@@ -91,11 +90,7 @@ async def test_the_consumer_fetches_ahead_at_most_its_bound_and_stores_everythin
     box = make_registry(inbox={"consume_batch_size": CONSUMER_BATCH}).get(INBOX_BOX)
     topic, table = box.inbox_config.topics[0], box.table_name
     bootstrap = container.settings().kafka_bootstrap_servers
-    produce(
-        bootstrap,
-        topic,
-        [(f"k{n % 40}", n.to_bytes(4, "big") * (MESSAGE_BYTES // 4), []) for n in range(MESSAGES)],
-    )
+    produce(bootstrap, topic, _numbered(MESSAGES))
     settings = container.settings()
     if configured_kbytes is not None:
         # As docs/performance.md says to: one variable, read by the settings.
@@ -145,17 +140,12 @@ async def test_a_message_larger_than_the_bound_is_stored_whole(
     config = {"max.message.bytes": limit}
     admin.create_topics([NewTopic(topic, num_partitions=1, config=config)])[topic].result(60)
     payloads = [hashlib.sha256(bytes([n])).digest() * (big // 32) for n in range(4)]
-    producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": limit})
-    errors: list[str] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(str(err))
-
-    for n, payload in enumerate(payloads):
-        producer.produce(topic, payload, f"k{n}", on_delivery=on_delivery)
-    assert producer.flush(60) == 0
-    assert errors == []
+    produce(
+        bootstrap,
+        topic,
+        [(f"k{n}", payload, []) for n, payload in enumerate(payloads)],
+        config={"message.max.bytes": limit},
+    )
     kafka_config = {**container.settings().kafka_config(), "queued.max.messages.kbytes": 1_024}
 
     async with running_consumer(container, box, kafka_config=kafka_config):
@@ -179,14 +169,7 @@ async def test_a_full_prefetch_is_fetched_again_without_idling_the_consumer(
     box = make_registry().get(INBOX_BOX)
     topic, table = box.inbox_config.topics[0], box.table_name
     bootstrap = container.settings().kafka_bootstrap_servers
-    produce(
-        bootstrap,
-        topic,
-        [
-            (f"k{n % 40}", n.to_bytes(4, "big") * (MESSAGE_BYTES // 4), [])
-            for n in range(REFILL_MESSAGES)
-        ],
-    )
+    produce(bootstrap, topic, _numbered(REFILL_MESSAGES))
     kafka_config: dict[str, Any] = {
         **container.settings().kafka_config(),
         "queued.max.messages.kbytes": 1_024,
@@ -216,6 +199,12 @@ async def test_a_full_prefetch_is_fetched_again_without_idling_the_consumer(
         assert idle >= 2.0, (round(idle, 2), len(times))
     else:
         assert idle < 1.0, (round(idle, 2), [round(gap, 2) for gap in gaps if gap > STALL_SECONDS])
+
+
+def _numbered(count: int) -> list[KafkaMessage]:
+    """`count` messages of MESSAGE_BYTES over 40 keys, each value its number repeated (the
+    first 4 bytes tell which message a stored row is)."""
+    return [(f"k{n % 40}", n.to_bytes(4, "big") * (MESSAGE_BYTES // 4), []) for n in range(count)]
 
 
 async def _taken(consumer: InboxConsumer) -> bool:
