@@ -142,6 +142,42 @@ def test_an_unknown_box_is_refused(container: Container) -> None:
     assert "unknown box 'nope'" in result.stderr
 
 
+@pytest.mark.parametrize("command", ["worker", "consumer"])
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        (
+            "KAFKA_CONFIG__LINGER__MS",
+            "soon-q9",
+            'Invalid value for configuration property "queue.buffering.max.ms"',
+        ),
+        (
+            "KAFKA_CONFIG__NO__SUCH__PROPERTY",
+            "value-q9",
+            'No such configuration property: "no.such.property"',
+        ),
+        (  # librdkafka quotes this value: the line must not (values are secrets)
+            "KAFKA_CONFIG__SECURITY__PROTOCOL",
+            "bogus-protocol-x7",
+            'Invalid value "***" for configuration property "security.protocol"',
+        ),
+    ],
+    ids=["bad-value", "unknown-name", "quoted-value"],
+)
+def test_a_kafka_setting_librdkafka_refuses_is_one_line_and_exit_2(
+    container: Container, command: str, variable: str, value: str, said: str
+) -> None:
+    env = service_env(
+        container, **{variable: value, "WORKER_PROBE_PORT": "0", "CONSUMER_PROBE_PORT": "0"}
+    )
+    result = run_cli(command, env=env)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert said in result.stderr
+    assert "KAFKA_CONFIG__" in result.stderr
+    assert value not in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_migrate_is_idempotent(container: Container) -> None:
     result = run_cli("migrate", env=service_env(container))
     assert result.returncode == 0, result.stderr

@@ -23,7 +23,8 @@ RetryStrategyName = Literal["exponential_backoff", "latest_available"]
 
 
 class ConfigError(RuntimeError):
-    """The box configuration is missing or invalid."""
+    """The box configuration is missing or invalid (or, as KafkaSettingsError, a Kafka
+    setting: transports/kafka_settings.py)."""
 
 
 class _Strict(BaseModel):

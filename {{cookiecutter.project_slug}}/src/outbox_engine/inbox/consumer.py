@@ -44,6 +44,7 @@ from outbox_engine.observability.observer import Observer
 from outbox_engine.store.pgconn import DriverConnections
 from outbox_engine.transports.kafka_logs import REPEATS, client_config, log_client_error
 from outbox_engine.transports.kafka_reports import describe
+from outbox_engine.transports.kafka_settings import settings_checked
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +197,8 @@ class InboxConsumer:
         self._stopping.set()
 
     async def run(self) -> None:
-        consumer = Consumer(client_config(self.kafka_config))
+        with settings_checked(self.kafka_config):
+            consumer = Consumer(client_config(self.kafka_config))
         self._consumer = consumer
         topics = list(self.box.inbox_config.topics)
         consumer.subscribe(topics, on_revoke=self.writer.forget)

@@ -19,12 +19,14 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 
 from outbox_engine.transports.kafka_logs import REPEATS, client_config
+from outbox_engine.transports.kafka_settings import settings_checked
 from outbox_engine.transports.kafka_stuck import Partition
 
 
 class PollingClient:
     def __init__(self, config: dict[str, Any]) -> None:
-        self.producer = Producer(client_config(config))
+        with settings_checked(config):
+            self.producer = Producer(client_config(config))
         self._stopping = threading.Event()
         self._thread = threading.Thread(
             target=self._poll_forever, name="kafka-producer", daemon=True
@@ -79,7 +81,8 @@ async def new_client_answers(
     `topic`, or the whole cluster): the cluster is up, whatever an older client says."""
 
     def ask() -> bool:
-        probe = Producer(client_config(config))
+        with settings_checked(config):
+            probe = Producer(client_config(config))
         try:
             probe.list_topics(topic, timeout=wait_seconds)
             return True
