@@ -22,6 +22,7 @@ from dotenv import dotenv_values
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from outbox_engine.event_loop import EventLoopChoice
 from outbox_engine.gc_tuning import DEFAULT_GC_THRESHOLD
 
 from .settings_sources import (
@@ -106,6 +107,9 @@ class Settings(BaseSettings):
     # which also freeze what their startup left (outbox_engine/gc_tuning.py); 0 leaves
     # Python's collector as it is.
     gc_threshold: int = Field(default=DEFAULT_GC_THRESHOLD, ge=0)
+    # The worker's and the consumer's event loop (outbox_engine/event_loop.py): auto is uvloop
+    # where it is installed (it is, with uvicorn[standard], except on Windows), else asyncio's.
+    event_loop: EventLoopChoice = "auto"
 {%- if cookiecutter.opentelemetry %}
     otel_sdk_disabled: bool = False
     otel_service_name: str | None = None

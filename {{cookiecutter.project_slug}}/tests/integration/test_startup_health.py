@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib.util
 import json
 import os
 import signal
@@ -205,41 +206,58 @@ def test_healthy_worker_and_consumer_say_ready(env: dict[str, str], tmp_path: Pa
     assert os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "") != CLOSED
 
 
-def gc_lines(
+def start_lines(
     env: dict[str, str], command: str, port_setting: str, want: str, log: Path
-) -> list[str]:
-    """What `command` logged of its collector, once it answered `/readyz` with 200."""
+) -> dict[str, list[str]]:
+    """What `command` logged of its collector and its event loop, once it answered `/readyz`
+    with 200."""
     port = free_port()
     status, body, records, _other = run_until(
         command, {**env, port_setting: str(port)}, port, want, log
     )
     assert status == 200, body
-    return messages(records, "outbox_engine.gc_tuning")
+    return {
+        "gc": messages(records, "outbox_engine.gc_tuning"),
+        "loop": messages(records, "outbox_engine.event_loop"),
+    }
 
 
-def test_each_process_sets_its_collector_from_gc_threshold(
+def test_each_process_sets_its_collector_and_event_loop(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    """The worker with the default, the consumer with GC_THRESHOLD=2500 and the api with
-    GC_THRESHOLD=0 (left alone): each logs what it did once, before it serves."""
+    """The worker with the defaults (GC_THRESHOLD 10000, EVENT_LOOP auto: uvloop, which the
+    project installs), the consumer with GC_THRESHOLD=2500 and EVENT_LOOP=asyncio, the api
+    with GC_THRESHOLD=0 (left alone): each logs what it did once, before it serves."""
+    uvloop = importlib.util.find_spec("uvloop") is not None
     cases = [
-        ("worker", "WORKER_PROBE_PORT", "worker ready", {}, "(10000, 10, 10)"),
+        (
+            "worker",
+            "WORKER_PROBE_PORT",
+            "worker ready",
+            {},
+            "(10000, 10, 10)",
+            "event loop: uvloop " if uvloop else "event loop: asyncio (uvloop is not installed)",
+        ),
         (
             "consumer",
             "CONSUMER_PROBE_PORT",
             "Kafka and PostgreSQL answer",
-            {"GC_THRESHOLD": "2500"},
+            {"GC_THRESHOLD": "2500", "EVENT_LOOP": "asyncio"},
             "(2500, 10, 10)",
+            "event loop: asyncio (EVENT_LOOP=asyncio)",
         ),
     ]
-    for command, port_setting, want, extra, thresholds in cases:
-        lines = gc_lines({**env, **extra}, command, port_setting, want, tmp_path / f"{command}.log")
-        frozen = [int(m.split()[1]) for m in lines if m.endswith(f"thresholds {thresholds}")]
+    for command, port_setting, want, extra, thresholds, loop in cases:
+        lines = start_lines(
+            {**env, **extra}, command, port_setting, want, tmp_path / f"{command}.log"
+        )
+        frozen = [int(m.split()[1]) for m in lines["gc"] if m.endswith(f"thresholds {thresholds}")]
         # The imports of a process (SQLAlchemy, pydantic, confluent-kafka, ...) leave far more.
         assert [count > 50_000 for count in frozen] == [True], (command, lines)
+        assert [m.startswith(loop) for m in lines["loop"]] == [True], (command, lines)
     env.update(GC_THRESHOLD="0")
     # Python's own thresholds, as this test process has them (no test here changes them).
-    assert gc_lines(env, "api", "API_PORT", "ready", tmp_path / "api.log") == [
+    assert start_lines(env, "api", "API_PORT", "ready", tmp_path / "api.log")["gc"] == [
         f"gc: left as Python set it, thresholds {gc.get_threshold()}"
     ]
 

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 import uuid
 from collections.abc import Awaitable, Sequence
 from datetime import UTC, datetime
+
+import pytest
 
 from outbox_engine.config.registry import BoundTransport, Box
 from outbox_engine.middleware import Middlewares
@@ -123,3 +126,75 @@ def test_a_transport_that_raises_when_handed_the_batch_fails_only_its_items() ->
         Decision.DELIVERED,
     ]
     assert slots[1].outcome.error == slots[2].outcome.error == "ConnectionError: not ready"
+
+
+class Pending(PipelinedTransport):
+    """Hands back a future that it never completes, or completes as `end` says: cancelled,
+    or with an exception (a producer closed under the batch, say)."""
+
+    def __init__(self, end: str = "never") -> None:
+        self.end = end
+
+    def enqueue(self, item: ItemRecord, payload: bytes) -> Awaitable[bool | None]:
+        raise AssertionError("not used")
+
+    def enqueue_many(
+        self, items: Sequence[tuple[ItemRecord, bytes]]
+    ) -> Awaitable[Sequence[BaseException | bool | None]]:
+        future: asyncio.Future[Sequence[BaseException | bool | None]]
+        future = asyncio.get_running_loop().create_future()
+        if self.end == "cancelled":
+            future.cancel()
+        elif self.end == "raises":
+            future.set_exception(ConnectionResetError("producer closed"))
+        return future
+
+
+def _with_timeout(box: Box, seconds: float) -> Box:
+    config = box.config.model_copy(update={"transport_timeout_seconds": seconds})
+    return dataclasses.replace(box, config=config)
+
+
+def test_one_transport_is_awaited_alone_with_every_outcome_of_its_call() -> None:
+    """The usual batch (one Kafka transport) takes the path without `gather`: the same
+    outcomes, in the same positions."""
+    only = Recording(refuse=[2], broken=[3])
+    slots = _slots("aaaa")
+    _deliver(_box([("a", only)]), slots)
+    assert only.calls == [[1, 2, 3, 4]]
+    assert [slot.outcome.decision for slot in slots] == [
+        Decision.DELIVERED,
+        Decision.RETRY,
+        Decision.RETRY,
+        Decision.DELIVERED,
+    ]
+    assert slots[1].outcome.error == "TransportFailed: transport returned False"
+    assert (slots[2].outcome.error or "").startswith("RuntimeError: broken 3")
+
+
+@pytest.mark.parametrize("transports", [1, 2])
+def test_no_report_within_the_transport_timeout_fails_every_item(transports: int) -> None:
+    bindings: list[tuple[str, PipelinedTransport]] = [("a", Pending())]
+    if transports == 2:
+        bindings.append(("a", Recording()))
+    slots = _slots("aa")
+    started = time.monotonic()
+    _deliver(_with_timeout(_box(bindings), 0.2), slots)
+    assert 0.19 <= time.monotonic() - started < 2.0
+    assert [slot.outcome.decision for slot in slots] == [Decision.RETRY, Decision.RETRY]
+    assert {slot.outcome.error for slot in slots} == {
+        "TimeoutError: no delivery report within 0.2s"
+    }
+
+
+@pytest.mark.parametrize(
+    ("end", "error"),
+    [("cancelled", "CancelledError"), ("raises", "ConnectionResetError: producer closed")],
+)
+def test_a_call_that_ends_cancelled_or_raising_fails_its_items_only(end: str, error: str) -> None:
+    """As `gather(return_exceptions=True)` reported it: the batch goes on, the items of that
+    call are failed attempts (a cancelled report does not cancel the relay's lane)."""
+    slots = _slots("aa")
+    _deliver(_box([("a", Pending(end))]), slots)
+    assert [slot.outcome.decision for slot in slots] == [Decision.RETRY, Decision.RETRY]
+    assert all((slot.outcome.error or "").startswith(error) for slot in slots), slots

@@ -30,6 +30,7 @@ VARIABLES = (
     "ADMIN_TOKEN",
     "ADMIN_TOKEN_FILE",
     "LOG_LEVEL",
+    "EVENT_LOOP",
 )
 
 
@@ -69,6 +70,19 @@ def test_gc_threshold_defaults_and_refuses_a_negative(env: pytest.MonkeyPatch) -
     with pytest.raises(SettingsError) as info:
         load_settings()
     assert "GC_THRESHOLD is invalid" in str(info.value)
+
+
+def test_event_loop_defaults_to_auto_and_refuses_another_name(env: pytest.MonkeyPatch) -> None:
+    env.setenv("DATABASE_URL", "postgresql+asyncpg://u:p@db:5432/app")
+    env.setenv("KAFKA_BOOTSTRAP_SERVERS", "k1:9092")
+    assert load_settings().event_loop == "auto"
+    env.setenv("EVENT_LOOP", "asyncio")
+    assert load_settings().event_loop == "asyncio"
+    env.setenv("EVENT_LOOP", "trio")
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    assert "EVENT_LOOP is invalid" in str(info.value)
+    assert "'auto', 'uvloop' or 'asyncio'" in str(info.value)
 
 
 def test_valid_settings(env: pytest.MonkeyPatch) -> None:

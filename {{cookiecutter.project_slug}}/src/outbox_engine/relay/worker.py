@@ -33,7 +33,7 @@ from outbox_engine.relay.depth_gauges import DepthGauges
 from outbox_engine.relay.idle_probe import IdleProbe
 from outbox_engine.relay.lanes import Lanes, lanes_to_wake
 from outbox_engine.relay.options import WorkerOptions
-from outbox_engine.relay.pacing import DB_ERRORS, Pacer
+from outbox_engine.relay.pacing import DB_ERRORS, Flag, Pacer
 from outbox_engine.relay.processor import RELAY_SESSION_SETTINGS, BoxProcessor
 from outbox_engine.relay.readiness import (
     WorkerHealth,
@@ -70,12 +70,12 @@ class Worker:
         self.concurrency = concurrency = options.concurrency
         self.middlewares = middlewares or Middlewares()
         self._pacer = Pacer()
-        self._wake: dict[str, list[asyncio.Event]] = {
-            box.channel: [asyncio.Event() for _ in range(concurrency)] for box in self.relayed
+        self._wake: dict[str, list[Flag]] = {
+            box.channel: [Flag() for _ in range(concurrency)] for box in self.relayed
         }
         name = f"{options.application_name}:{socket.gethostname()}:{os.getpid()}"[:63]
         # Set when another worker joins, leaves or gives buckets back: rebalance now.
-        self._rebalance_now = asyncio.Event()
+        self._rebalance_now = Flag()
         self.ownership = Ownership(
             dsn, self.relayed, concurrency, name, self._on_wake, self._rebalance_now.set, self._lost
         )

@@ -6,7 +6,6 @@ stops them at once with a line that says what to do (`ProbePortTaken`), and
 `--probe-port auto` picks a free one and logs it.
 """
 
-import asyncio
 import logging
 import os
 from collections.abc import Callable
@@ -141,6 +140,7 @@ def register(app: typer.Typer) -> None:
         probe: ProbePort = None,
     ) -> None:
         """Relay outbox items and process inbox items, until SIGTERM or Ctrl-C."""
+        from outbox_engine.event_loop import run as run_on_loop
         from outbox_engine.relay.app import WorkerApp
         from outbox_engine.relay.options import WorkerOptions
 
@@ -174,7 +174,7 @@ def register(app: typer.Typer) -> None:
             )
             await worker.serve(cleanup=lambda: shutdown(container))
 
-        asyncio.run(main())
+        run_on_loop(main(), settings.event_loop)
 
     @app.command(rich_help_panel=PANEL)
     def consumer(
@@ -190,6 +190,7 @@ def register(app: typer.Typer) -> None:
         probe: ProbePort = None,
     ) -> None:
         """Consume the Kafka topics into the inbox tables, until SIGTERM or Ctrl-C."""
+        from outbox_engine.event_loop import run as run_on_loop
         from outbox_engine.inbox.app import ConsumerApp, ConsumerOptions, inbox_boxes
 
         container = state(ctx).container()
@@ -214,7 +215,7 @@ def register(app: typer.Typer) -> None:
             )
             await consumers.serve(cleanup=container.engine().dispose)
 
-        asyncio.run(main())
+        run_on_loop(main(), settings.event_loop)
 
     @app.command(rich_help_panel=PANEL)
     def backfill(

@@ -51,13 +51,7 @@ async def deliver_pipelined(ctx: DeliveryContext, slots: list[Slot]) -> None:
             )
         except Exception as exc:
             calls.append(_failed_all(exc, len(positions)))
-    timeout = box.config.transport_timeout_seconds
-    try:
-        results: list[Reports | BaseException] = await asyncio.wait_for(
-            asyncio.gather(*calls, return_exceptions=True), timeout
-        )
-    except TimeoutError:
-        results = [TimeoutError(f"no delivery report within {timeout:g}s")] * len(calls)
+    results = await _outcomes(calls, box.config.transport_timeout_seconds)
     errors: list[BaseException | None] = [None] * len(slots)
     refused = [False] * len(slots)
     for (_transport, positions), outcome in zip(groups.values(), results, strict=True):
@@ -121,6 +115,32 @@ def _targets(
             group = groups[id(transport)] = (transport, [])
         targets.append(group[1])
     return targets
+
+
+async def _outcomes(
+    calls: list[Awaitable[Reports]], seconds: float
+) -> list[Reports | BaseException]:
+    """Each call's reports, or what it raised; a `TimeoutError` for every call when they are
+    not all in within `seconds`. One call (the usual batch: one Kafka transport) is awaited
+    as it is: `gather` would add a future and a turn of the event loop to every batch."""
+    try:
+        if len(calls) == 1:
+            try:
+                return [await asyncio.wait_for(calls[0], seconds)]
+            except TimeoutError:
+                raise
+            except Exception as exc:
+                return [exc]
+            except asyncio.CancelledError as exc:
+                # The call's own future cancelled (as `gather` would report it), not this
+                # task: that is cancelled only when `cancelling()` says so.
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+                return [exc]
+        return await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), seconds)
+    except TimeoutError:
+        return [TimeoutError(f"no delivery report within {seconds:g}s")] * len(calls)
 
 
 async def _failed_all(exc: BaseException, count: int) -> list[BaseException | bool | None]:
