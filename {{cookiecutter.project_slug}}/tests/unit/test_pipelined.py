@@ -147,6 +147,8 @@ class Pending(PipelinedTransport):
             future.cancel()
         elif self.end == "raises":
             future.set_exception(ConnectionResetError("producer closed"))
+        elif self.end == "times out":
+            future.set_exception(TimeoutError("the destination's own timeout"))
         return future
 
 
@@ -189,11 +191,16 @@ def test_no_report_within_the_transport_timeout_fails_every_item(transports: int
 
 @pytest.mark.parametrize(
     ("end", "error"),
-    [("cancelled", "CancelledError"), ("raises", "ConnectionResetError: producer closed")],
+    [
+        ("cancelled", "CancelledError"),
+        ("raises", "ConnectionResetError: producer closed"),
+        ("times out", "TimeoutError: the destination's own timeout"),
+    ],
 )
 def test_a_call_that_ends_cancelled_or_raising_fails_its_items_only(end: str, error: str) -> None:
     """As `gather(return_exceptions=True)` reported it: the batch goes on, the items of that
-    call are failed attempts (a cancelled report does not cancel the relay's lane)."""
+    call are failed attempts (a cancelled report does not cancel the relay's lane), and a
+    TimeoutError of the call's own is its error, not the relay's "no delivery report"."""
     slots = _slots("aa")
     _deliver(_box([("a", Pending(end))]), slots)
     assert [slot.outcome.decision for slot in slots] == [Decision.RETRY, Decision.RETRY]

@@ -123,24 +123,28 @@ async def _outcomes(
     """Each call's reports, or what it raised; a `TimeoutError` for every call when they are
     not all in within `seconds`. One call (the usual batch: one Kafka transport) is awaited
     as it is: `gather` would add a future and a turn of the event loop to every batch."""
+    expired = TimeoutError(f"no delivery report within {seconds:g}s")
+    if len(calls) != 1:
+        try:
+            return await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), seconds)
+        except TimeoutError:
+            return [expired] * len(calls)
+    deadline = asyncio.timeout(seconds)
     try:
-        if len(calls) == 1:
-            try:
-                return [await asyncio.wait_for(calls[0], seconds)]
-            except TimeoutError:
-                raise
-            except Exception as exc:
-                return [exc]
-            except asyncio.CancelledError as exc:
-                # The call's own future cancelled (as `gather` would report it), not this
-                # task: that is cancelled only when `cancelling()` says so.
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    raise
-                return [exc]
-        return await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), seconds)
-    except TimeoutError:
-        return [TimeoutError(f"no delivery report within {seconds:g}s")] * len(calls)
+        async with deadline:
+            return [await calls[0]]
+    except TimeoutError as exc:
+        # The deadline's, or the call's own error (reported as `gather` would report it).
+        return [expired if deadline.expired() else exc]
+    except Exception as exc:
+        return [exc]
+    except asyncio.CancelledError as exc:
+        # The call's own future cancelled (as `gather` reports it), not this task: that is
+        # cancelled only when `cancelling()` says so.
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        return [exc]
 
 
 async def _failed_all(exc: BaseException, count: int) -> list[BaseException | bool | None]:
