@@ -178,6 +178,27 @@ def test_a_kafka_setting_librdkafka_refuses_is_one_line_and_exit_2(
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("command", ["worker", "consumer"])
+def test_event_loop_uvloop_without_uvloop_is_one_line_and_exit_2(
+    container: Container, command: str, tmp_path: Any
+) -> None:
+    """EVENT_LOOP=uvloop where uvloop cannot be imported (a module first on the path that
+    refuses, as on a platform without it): the setting named, exit 2, no traceback."""
+    (tmp_path / "uvloop.py").write_text("raise ImportError('not built for this platform')\n")
+    env = service_env(
+        container,
+        EVENT_LOOP="uvloop",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])),
+        WORKER_PROBE_PORT="0",
+        CONSUMER_PROBE_PORT="0",
+    )
+    result = run_cli(command, env=env)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "EVENT_LOOP=uvloop, but uvloop cannot be imported" in result.stderr
+    assert "not built for this platform" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_migrate_is_idempotent(container: Container) -> None:
     result = run_cli("migrate", env=service_env(container))
     assert result.returncode == 0, result.stderr
