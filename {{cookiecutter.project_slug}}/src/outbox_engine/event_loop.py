@@ -34,33 +34,34 @@ EventLoopChoice = Literal["auto", "uvloop", "asyncio"]
 EVENT_LOOPS: tuple[str, ...] = get_args(EventLoopChoice)
 
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
+SETTING = "EVENT_LOOP"
 
 
-def loop_factory(choice: str, setting: str = "EVENT_LOOP") -> tuple[LoopFactory, str]:
+def loop_factory(choice: str) -> tuple[LoopFactory, str]:
     """The factory of the loop `choice` gives and a description of the choice for the log.
-    ConfigError, naming `setting`, for an unknown choice or for "uvloop" when uvloop cannot
-    be imported."""
+    ConfigError, naming the setting (`SETTING`), for an unknown choice or for "uvloop" when
+    uvloop cannot be imported."""
     if choice not in EVENT_LOOPS:
-        raise ConfigError(f"{setting} must be one of {', '.join(EVENT_LOOPS)}, not {choice!r}")
+        raise ConfigError(f"{SETTING} must be one of {', '.join(EVENT_LOOPS)}, not {choice!r}")
     if choice == "asyncio":
-        return asyncio.new_event_loop, f"asyncio ({setting}=asyncio)"
+        return asyncio.new_event_loop, f"asyncio ({SETTING}=asyncio)"
     try:
         uvloop = importlib.import_module("uvloop")
     except ImportError as exc:
         if choice == "uvloop":
             raise ConfigError(
-                f"{setting}=uvloop, but uvloop cannot be imported ({exc}): install it, or set "
-                f"{setting} to auto or asyncio"
+                f"{SETTING}=uvloop, but uvloop cannot be imported ({exc}): install it, or set "
+                f"{SETTING} to auto or asyncio"
             ) from None
         return asyncio.new_event_loop, "asyncio (uvloop is not installed)"
     factory: LoopFactory = uvloop.new_event_loop
     return factory, f"uvloop {_version('uvloop')}"
 
 
-def run(main: Coroutine[Any, Any, None], choice: str = "auto", setting: str = "EVENT_LOOP") -> None:
+def run(main: Coroutine[Any, Any, None], choice: str = "auto") -> None:
     """Run `main` to completion on a new loop of `choice` (see the module's contract)."""
     try:
-        factory, described = loop_factory(choice, setting)
+        factory, described = loop_factory(choice)
     except ConfigError:
         main.close()  # never awaited: close it, or Python warns at exit
         raise

@@ -64,8 +64,8 @@ def test_uvloop_chosen_without_uvloop_names_the_setting(monkeypatch: pytest.Monk
 
 
 def test_an_unknown_choice_names_the_setting_and_the_choices() -> None:
-    with pytest.raises(ConfigError, match=r"LOOP_SETTING must be one of auto, uvloop, asyncio"):
-        loop_factory("trio", "LOOP_SETTING")
+    with pytest.raises(ConfigError, match=r"^EVENT_LOOP must be one of auto, uvloop, asyncio"):
+        loop_factory("trio")
 
 
 def test_run_logs_its_choice_once_and_closes_the_loop(caplog: pytest.LogCaptureFixture) -> None:

@@ -109,12 +109,3 @@ async def test_a_cancelled_sleep_leaves_no_sleeper_behind() -> None:
     assert sleep.cancelled()
     assert (wake._sleepers, pacer.stopping._sleepers) == (set(), set())
     wake.set()  # nothing left to wake: no error
-
-
-async def test_a_plain_asyncio_event_still_ends_a_sleep() -> None:
-    pacer, event = Pacer(), asyncio.Event()
-    sleep = asyncio.ensure_future(pacer.sleep(30.0, event))
-    await _turns(3)
-    event.set()
-    await asyncio.wait_for(sleep, 1.0)
-    await pacer.sleep(0.0, event)  # set already: returns

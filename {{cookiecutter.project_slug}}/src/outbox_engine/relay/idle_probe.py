@@ -23,7 +23,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from outbox_engine.relay.pacing import Pacer
+from outbox_engine.relay.pacing import Flag, Pacer
 from outbox_engine.store.items import ItemReads, due_lanes
 from outbox_engine.store.ownership import BoxOwnership
 from outbox_engine.store.pauses import PauseReader
@@ -43,7 +43,7 @@ class IdleLane:
     state: BoxOwnership
     lane: int
     reads: ItemReads
-    wake: asyncio.Event
+    wake: Flag
     next_at: float = 0.0  # loop time of its next probe
 
 

@@ -21,7 +21,7 @@ import asyncio
 import logging
 
 from outbox_engine.relay.idle_probe import IdleLane, IdleProbe
-from outbox_engine.relay.pacing import DB_ERRORS, Pacer, Pulse
+from outbox_engine.relay.pacing import DB_ERRORS, Flag, Pacer, Pulse
 from outbox_engine.relay.processor import BoxProcessor
 from outbox_engine.store.ownership import BoxOwnership
 from outbox_engine.store.pauses import PauseReader
@@ -56,7 +56,7 @@ class Lanes:
         state: BoxOwnership,
         lane: int,
         processor: BoxProcessor,
-        wake: asyncio.Event,
+        wake: Flag,
         recovered: Pulse | None = None,
     ) -> None:
         """Process lane `lane` of `state.box` until the worker stops. `recovered` fires

@@ -7,16 +7,15 @@ Every loop of the worker (lanes, rebalance, Kafka check, depth, retention) sleep
 finishing batches, not on timers.
 
 A lane sleeps between two batches whenever the load is light, so that sleep is on the hot
-path of every item at a few hundred items a second: with a `Flag` (the worker's stop flag,
-its lanes' wake-ups, a `Pulse`) to end it, it waits on one future and one timer. Waiting on
-`asyncio.Event`s takes a task per event, `asyncio.wait`, and a cancellation of each task
-afterwards: some ten more turns of the event loop for every wake-up.
+path of every item at a few hundred items a second: what ends it is a `Flag` (the worker's
+stop flag, its lanes' wake-ups, a `Pulse`), and it waits on one future and one timer.
+Waiting on plain `asyncio.Event`s took a task per event, `asyncio.wait`, and a cancellation
+of each task afterwards: some ten more turns of the event loop for every wake-up.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -72,12 +71,9 @@ class Pacer:
     def stopped(self) -> bool:
         return self.stopping.is_set()
 
-    async def sleep(self, seconds: float, wake: asyncio.Event | None = None) -> None:
+    async def sleep(self, seconds: float, wake: Flag | None = None) -> None:
         """Wait `seconds`, or less when the worker stops or `wake` is set (at once when it is
         set already; the event loop still gets a turn, as with any sleep)."""
-        if wake is not None and not isinstance(wake, Flag):
-            await self._sleep_on_tasks(seconds, wake)
-            return
         if self.stopping.is_set() or (wake is not None and wake.is_set()):
             await asyncio.sleep(0)
             return
@@ -93,17 +89,6 @@ class Pacer:
             timer.cancel()
             for flag in flags:
                 flag.discard_sleeper(sleeper)
-
-    async def _sleep_on_tasks(self, seconds: float, wake: asyncio.Event) -> None:
-        """The same wait on a plain `asyncio.Event` (one task per event)."""
-        waiters = [asyncio.ensure_future(self.stopping.wait()), asyncio.ensure_future(wake.wait())]
-        try:
-            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiter in waiters:
-                waiter.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await waiter
 
 
 class Pulse:
