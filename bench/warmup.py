@@ -13,6 +13,19 @@ So before the first timed run the bench sends paced single messages (one produce
 each, like a relay under a light load) to a throwaway topic and reads them back as the
 scenarios do, for `seconds`. What it measured goes into the run's metadata: the p50 of its
 first and of its last second show whether the broker had settled by the end.
+
+Then, in bulk (`warm_broker_bulk`): the paced phase warms the path of small requests, not the
+one a drain takes (record batches of ~50 messages from a producer at full speed, fetched in
+bulk). In a drain-only run on a fresh machine (bench/notes.md, 2026-12-02 16:35) the broker
+spent 29.5 µs of CPU a message in the first timed run, 15.2 and 26.6 in the next two, and
+5.3-14.2 in the 20 after them; in the report of 2026-12-02 12:32 the first timed run (the
+baseline's) had the broker at 31.3 µs a message against 10.5-10.6 in its other repeats, and
+that repeat's ratio was the run's outlier (1.56x against 0.91 and 1.10x). So the bench
+sends rounds of `per_round` 1 KB messages at full speed (half of them with the headers an
+outbox relay sends, half without, as the baseline sends them), reads each round back, and
+measures the broker's CPU per message of the round from /proc: at least `min_rounds`,
+until two rounds in a row are within 20% of each other, at most `max_rounds`. The rounds'
+figures go into the run's metadata beside the paced phase's.
 """
 
 from __future__ import annotations
@@ -22,13 +35,23 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from . import machine, procs
 from .context import PARTITIONS, Context
 from .envs import log
-from .kafka_io import TopicReader
+from .kafka_io import TopicReader, delete_topics
 from .scenarios import percentile
 
 RATE = 500  # messages/s, one produce request each (linger 0)
 VALUE_PAD = b"x" * 1000
+# What an outbox relay sends besides key and value (the baked project's Kafka transport).
+RELAY_HEADERS = [
+    ("message-id", b"6f1c1bb0-3c1e-4b8e-9a53-0a2f4ee1a7d1"),
+    ("event-name", b"order_created"),
+    ("created-at", b"2026-12-02T16:35:00.123456+00:00"),
+    ("correlation-id", b"6f1c1bb0-3c1e-4b8e-9a53-0a2f4ee1a7d1"),
+    ("hop", b"0"),
+]
+SETTLED_WITHIN = 0.20  # two rounds in a row this close: the broker's cost stopped falling
 
 
 def warm_broker(ctx: Context, seconds: float) -> dict[str, Any]:
@@ -75,3 +98,81 @@ def warm_broker(ctx: Context, seconds: float) -> dict[str, Any]:
 
 def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f} ms"
+
+
+def warm_broker_bulk(
+    ctx: Context, per_round: int, min_rounds: int, max_rounds: int
+) -> dict[str, Any]:
+    """Rounds of `per_round` messages produced at full speed and read back (module doc);
+    the broker's CPU µs a message per round, and whether the last two were within
+    SETTLED_WITHIN of each other."""
+    broker = machine.kafka_pid()
+    rounds: list[dict[str, Any]] = []
+    settled = False
+    producer = Producer(
+        {
+            "bootstrap.servers": ctx.bootstrap,
+            "linger.ms": 1,
+            "acks": "all",
+            "enable.idempotence": True,
+        }
+    )
+    for number in range(max_rounds):
+        topic = ctx.topic(f"broker-warmup-bulk-{number}")
+        reader = TopicReader(ctx.bootstrap, topic, PARTITIONS, per_round)
+        reader.start()
+        before = procs.cpu_seconds(broker) if broker is not None else None
+        started = time.monotonic()
+        for seq in range(per_round):
+            value = b'{"bench_seq":%d,"pad":"%s"}' % (seq, VALUE_PAD)
+            headers = RELAY_HEADERS if seq % 2 else None
+            while True:
+                try:
+                    producer.produce(topic, value, str(seq % 1000).encode(), headers=headers)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+            if seq % 1000 == 0:
+                producer.poll(0)
+        left = producer.flush(60)
+        complete = reader.wait(60.0)
+        after = procs.cpu_seconds(broker) if broker is not None else None
+        # Gone at once (its files after the broker's delete delay): up to 8 rounds of
+        # ~120 MB each need not wait for the run's end.
+        delete_topics(ctx.bootstrap, [topic])
+        ctx.topics.remove(topic)
+        cost = None if before is None or after is None else (after - before) * 1e6 / per_round
+        rounds.append(
+            {
+                "messages": per_round,
+                "undelivered": left,
+                "seen": reader.result.distinct,
+                "complete": complete,
+                "seconds": time.monotonic() - started,
+                "broker_us_per_msg": cost,
+            }
+        )
+        if not complete or left:
+            break
+        costs = [r["broker_us_per_msg"] for r in rounds[-2:]]
+        if number + 1 >= min_rounds and _close(costs):
+            settled = True
+            break
+    shown = ", ".join(_us(r["broker_us_per_msg"]) for r in rounds)
+    log(
+        f"broker warmed up in bulk: {len(rounds)} rounds of {per_round:,} messages, the "
+        f"broker's CPU a message {shown} µs ({'settled' if settled else 'not settled'}; "
+        "untimed)"
+    )
+    return {"per_round": per_round, "rounds": rounds, "settled": settled}
+
+
+def _close(costs: list[float | None]) -> bool:
+    """Two measured rounds whose costs differ by at most SETTLED_WITHIN of the larger."""
+    if len(costs) != 2 or costs[0] is None or costs[1] is None:
+        return False
+    return abs(costs[1] - costs[0]) <= SETTLED_WITHIN * max(costs[0], costs[1])
+
+
+def _us(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"

@@ -120,6 +120,8 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     assert f"[bench] seed {SEED} " in log, tail(log, 80)
     # Before the first timed run: 3 s of paced messages through the broker, all read back.
     assert "[bench] broker warmed up: 1500/1500 messages in 3s" in log, tail(log, 80)
+    # And before it, in bulk: rounds of 5,000 messages at full speed, each read back whole.
+    assert "[bench] broker warmed up in bulk: " in log, tail(log, 80)
 
     # The order: the seed's, different in each repeat, and the runs followed it.
     expected = _order_module().repeat_orders(SYSTEMS, REPEATS, SEED)
@@ -131,6 +133,11 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     assert (warmup["sent"], warmup["seen"], warmup["complete"]) == (1500, 1500, True), warmup
     assert warmup["p50_first_second_ms"] > 0, warmup
     assert warmup["p50_last_second_ms"] > 0, warmup
+    bulk = warmup["bulk"]
+    assert bulk["per_round"] == 5000 and 1 <= len(bulk["rounds"]) <= 2, bulk
+    for round_ in bulk["rounds"]:
+        assert (round_["seen"], round_["undelivered"], round_["complete"]) == (5000, 0, True)
+        assert round_["broker_us_per_msg"] > 0, bulk
     for repeat, names in enumerate(expected):
         assert f"repeat {repeat + 1}/{REPEATS}: order {', '.join(names)} (seed {SEED})" in log
         drained = re.findall(
