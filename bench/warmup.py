@@ -14,8 +14,8 @@ each, like a relay under a light load) to a throwaway topic and reads them back 
 scenarios do, for `seconds`. What it measured goes into the run's metadata: the p50 of its
 first and of its last second show whether the broker had settled by the end.
 
-Then, in bulk (`warm_broker_bulk`): the paced phase warms the path of small requests, not the
-one a drain takes (record batches of ~50 messages from a producer at full speed, fetched in
+Before that, in bulk (`warm_broker_bulk`): the paced phase warms the path of small requests,
+not the one a drain takes (record batches of ~50 messages from a producer at full speed, fetched in
 bulk). In a drain-only run on a fresh machine (bench/notes.md, 2026-12-02 16:35) the broker
 spent 29.5 µs of CPU a message in the first timed run, 15.2 and 26.6 in the next two, and
 5.3-14.2 in the 20 after them; in the report of 2026-12-02 12:32 the first timed run (the
