@@ -55,6 +55,11 @@ class Context:
         self.topics.append(name)
         return name
 
+    def drop_topic(self, name: str) -> None:
+        """Deletes one of the run's topics now rather than at `cleanup`."""
+        delete_topics(self.bootstrap, [name])
+        self.topics.remove(name)
+
     def cleanup(self) -> None:
         delete_topics(self.bootstrap, self.topics)
         self.topics.clear()

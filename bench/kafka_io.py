@@ -71,6 +71,23 @@ def delete_topics(bootstrap: str, names: list[str]) -> None:
             future.result(timeout=60)
 
 
+def produce(
+    producer: Producer,
+    topic: str,
+    value: bytes,
+    key: bytes,
+    headers: list[tuple[str, str | bytes | None]] | None = None,
+) -> None:
+    """One message into the producer's queue, serving its delivery reports while the queue
+    is full (BufferError) rather than dropping the message."""
+    while True:
+        try:
+            producer.produce(topic, value, key, headers=headers)
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
 def produce_inbox_input(
     bootstrap: str, topic: str, distinct: int, duplicates: int, keys: int, size: int
 ) -> int:
@@ -94,12 +111,7 @@ def produce_inbox_input(
             ("event-name", b"payment_received"),
         ]
         for _ in range(2 if (dup_left and seq % every == every - 1) else 1):
-            while True:
-                try:
-                    producer.produce(topic, value, key, headers=headers)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            produce(producer, topic, value, key, headers)
             sent += 1
         if dup_left and seq % every == every - 1:
             dup_left -= 1

@@ -38,7 +38,7 @@ from confluent_kafka import Producer
 from . import machine, procs
 from .context import PARTITIONS, Context
 from .envs import log
-from .kafka_io import TopicReader, delete_topics
+from .kafka_io import TopicReader, produce
 from .scenarios import percentile
 
 RATE = 500  # messages/s, one produce request each (linger 0)
@@ -126,12 +126,7 @@ def warm_broker_bulk(
         for seq in range(per_round):
             value = b'{"bench_seq":%d,"pad":"%s"}' % (seq, VALUE_PAD)
             headers = RELAY_HEADERS if seq % 2 else None
-            while True:
-                try:
-                    producer.produce(topic, value, str(seq % 1000).encode(), headers=headers)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
+            produce(producer, topic, value, str(seq % 1000).encode(), headers)
             if seq % 1000 == 0:
                 producer.poll(0)
         left = producer.flush(60)
@@ -139,8 +134,7 @@ def warm_broker_bulk(
         after = procs.cpu_seconds(broker) if broker is not None else None
         # Gone at once (its files after the broker's delete delay): up to 8 rounds of
         # ~120 MB each need not wait for the run's end.
-        delete_topics(ctx.bootstrap, [topic])
-        ctx.topics.remove(topic)
+        ctx.drop_topic(topic)
         cost = None if before is None or after is None else (after - before) * 1e6 / per_round
         rounds.append(
             {
