@@ -54,6 +54,9 @@ def render(results: dict[str, Any], systems: list[str], meta: dict[str, Any]) ->
     add("")
     for line in meta["machine"]:
         add(f"- {line}")
+    warmed = broker_warmup_line(meta.get("broker_warmup"))
+    if warmed:
+        add(f"- {warmed}")
     add("")
 
     # -- drain --------------------------------------------------------------------------
@@ -180,3 +183,32 @@ def render(results: dict[str, Any], systems: list[str], meta: dict[str, Any]) ->
             add(f"- {line}")
         add("")
     return "\n".join(out) + "\n"
+
+
+def broker_warmup_line(warmup: dict[str, Any] | None) -> str | None:
+    """What the broker ran before the first timed run (bench/warmup.py), or None when the
+    run has no record of it: its bulk rounds with the broker's CPU a message in each, then
+    the paced phase."""
+    if not warmup:
+        return None
+    parts = []
+    bulk = warmup.get("bulk")
+    if bulk and bulk["rounds"]:
+        costs = " / ".join(
+            "n/a" if r["broker_us_per_msg"] is None else f"{r['broker_us_per_msg']:.1f}"
+            for r in bulk["rounds"]
+        )
+        parts.append(
+            f"{len(bulk['rounds'])} rounds of {bulk['per_round']:,} ~1 KB messages at full "
+            f"speed, each read back, the broker's CPU a message {costs} µs "
+            f"({'settled' if bulk['settled'] else 'not settled'})"
+        )
+    first, last = warmup["p50_first_second_ms"], warmup["p50_last_second_ms"]
+    paced = (
+        f"{warmup['seconds']:g} s of paced single messages, {warmup['seen']:,} of "
+        f"{warmup['sent']:,} read back"
+    )
+    if first is not None and last is not None:
+        paced += f", latency p50 {first:.1f} ms in the first second and {last:.1f} in the last"
+    parts.append(paced)
+    return "Kafka broker warmed up before the first timed run (untimed): " + "; then ".join(parts)

@@ -167,6 +167,14 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     # Every repeat's ratio ours / baseline, in the JSON, the CSV and the report.
     report = (out / "benchmarks.md").read_text()
     assert "## 10. Every repeat" in report
+    # The report names the broker's warm-up: each bulk round's cost, then the paced phase.
+    costs = " / ".join(f"{r['broker_us_per_msg']:.1f}" for r in bulk["rounds"])
+    assert (
+        f"- Kafka broker warmed up before the first timed run (untimed): "
+        f"{len(bulk['rounds'])} rounds of 5,000 ~1 KB messages at full speed, each read back, "
+        f"the broker's CPU a message {costs} µs"
+    ) in report, report[:3000]
+    assert "; then 3 s of paced single messages, 1,500 of 1,500 read back" in report
     assert f"replay the order with `--seed {SEED}`" in report
     # The command that makes this run's method again, in the report and the JSON.
     command = f"./bench/run.sh --quick --repeats {REPEATS} --seed {SEED} --quiet-wait 0"
