@@ -159,8 +159,10 @@ def metadata(
             "harness yet."
         ),
         "cost_note": (
-            f"One session, sequential transactions for {sizes.cost_seconds:.0f} s per mode, "
-            f"{sizes.cost_rounds} alternating rounds per repeat: `INSERT INTO bench_orders ... "
+            f"One session, sequential transactions, {sizes.cost_rounds} rounds per repeat of "
+            f"{sizes.cost_seconds:.0f} s per mode, the modes interleaved in blocks of 10 "
+            "transactions (so a checkpoint, an autovacuum or a busy neighbour lands on both), "
+            "each transaction timed: `INSERT INTO bench_orders ... "
             "RETURNING id` alone vs. the same plus the system's create call for one ~1 KB item "
             "in the same transaction: ours `outbox.create(session, OrderOutboxItem, "
             "event_key=str(order_id), event_name=..., payload=<bytes>)` (one statement: "
@@ -168,7 +170,10 @@ def metadata(
             "omni-box `repo.create(domain.create_outbox_event(...))`, the baseline a prepared "
             "INSERT and a NOTIFY; ours-debezium the same create() as ours, with its box's "
             "capture trigger writing the capture row while the connector streams. Added time "
-            "per tx = tx/s without / tx/s with - 1."
+            "per tx = the mean time of a transaction with / without - 1, each mode's slowest "
+            "1% left out (a stall of the machine delays the one transaction then running, of "
+            "either mode by chance); tx/s = 1 / that mean. Beside it the same from all "
+            "transactions and from the medians."
         ),
         "targets": [],  # filled from the results in docs.write
         "configs": config_lines(sizes, peers, debezium=OURS_DEBEZIUM in [s.name for s in systems]),

@@ -119,9 +119,21 @@ def render(results: dict[str, Any], systems: list[str], meta: dict[str, Any]) ->
                 summary(c["without"] for c in mine),
                 summary(c["with"] for c in mine),
                 summary((c["overhead_pct"] for c in mine), 1) + " %",
+                _pcts(mine, "overhead_pct_all"),
+                _pcts(mine, "overhead_pct_median"),
             ]
         )
-    out += _table(["system", "tx/s without", "tx/s with its create", "added time per tx"], rows)
+    out += _table(
+        [
+            "system",
+            "tx/s without",
+            "tx/s with its create",
+            "added time per tx",
+            "the same, all tx",
+            "the same, medians",
+        ],
+        rows,
+    )
     add("")
     add(f"Ours adds {_fmt(ours_cost, 1)} % per transaction (median over repeats).")
     add("")
@@ -212,3 +224,9 @@ def broker_warmup_line(warmup: dict[str, Any] | None) -> str | None:
         paced += f", latency p50 {first:.1f} ms in the first second and {last:.1f} in the last"
     parts.append(paced)
     return "Kafka broker warmed up before the first timed run (untimed): " + "; then ".join(parts)
+
+
+def _pcts(rows: list[dict[str, Any]], key: str) -> str:
+    """A percentage's median (range) over repeats; n/a in results written before the key
+    existed (the create-cost figures besides the headline came on 2026-12-03)."""
+    return summary((r.get(key) for r in rows), 1) + (" %" if any(key in r for r in rows) else "")

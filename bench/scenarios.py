@@ -18,7 +18,6 @@ returns one plain dict of results.
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from typing import Any
 
@@ -221,15 +220,32 @@ def create_cost(
         problems = connector.problems
     else:
         output = measure(procs.base_env(**system.env(ctx.pg.url(run_db))))
-    result: dict[str, list[float]] = json.loads(
+    result: dict[str, Any] = json.loads(
         [line for line in output.splitlines() if line.startswith("{")][-1]
     )
-    without, with_ = statistics.median(result["without"]), statistics.median(result["with"])
     return {
         "system": system.name,
-        "without": without,
-        "with": with_,
-        "overhead_pct": (without / with_ - 1) * 100 if with_ else float("nan"),
-        "rounds": result,
+        "rounds": {"without": result["without"], "with": result["with"]},
         "problems": problems,
+        **cost_figures(result["summary"]),
+    }
+
+
+def cost_figures(summary: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """What create() adds, from the two modes' transaction times (drivers/common.py
+    `cost_summary`): the headline from the trimmed means (stalls left out, see COST_TRIM
+    there), beside it the same from all transactions and from the medians. `without` and
+    `with` are the tx/s the trimmed means make, so `without / with - 1` is the headline."""
+    base, more = summary["without"], summary["with"]
+
+    def added(key: str) -> float:
+        return (more[key] / base[key] - 1) * 100 if base[key] else float("nan")
+
+    return {
+        "without": 1e6 / base["trimmed_mean_us"],
+        "with": 1e6 / more["trimmed_mean_us"],
+        "overhead_pct": added("trimmed_mean_us"),
+        "overhead_pct_all": added("mean_us"),
+        "overhead_pct_median": added("median_us"),
+        "us_per_tx": {"without": base, "with": more},
     }

@@ -131,20 +131,68 @@ ORDERS_DDL = (
 )
 
 
+# create-cost: transactions per mode before the loop switches to the other mode. Short
+# blocks put both modes under the same state of the machine (a checkpoint, an autovacuum, a
+# neighbour's burst lands on both); a block of several, not one, keeps what one mode leaves
+# behind for the next transaction (a page to clean, a WAL flush) to one in ten of the other's.
+COST_BLOCK = 10
+# The share of each mode's slowest transactions left out of its mean. The loop is sequential,
+# so a stall of the machine (tens to hundreds of ms) delays the one transaction that was
+# running, whatever its mode: dropping each mode's slowest 1% removes the stalls, which land
+# on one mode or the other by chance, and keeps every cost create() adds to every transaction.
+COST_TRIM = 0.01
+
+
+def cost_summary(durations: list[float], trim: float = COST_TRIM) -> dict[str, float]:
+    """One mode's transaction times (seconds) as µs: the mean of all, the mean without the
+    slowest `trim` share (at least the slowest one when there are 100 or more), the median,
+    p99, and the count."""
+    if not durations:
+        raise ValueError("no transactions in this mode")
+    ordered = sorted(durations)
+    count = len(ordered)
+    kept = ordered[: count - int(count * trim)]
+    return {
+        "count": count,
+        "mean_us": sum(ordered) / count * 1e6,
+        "trimmed_mean_us": sum(kept) / len(kept) * 1e6,
+        "median_us": ordered[count // 2] * 1e6
+        if count % 2
+        else (ordered[count // 2 - 1] + ordered[count // 2]) / 2 * 1e6,
+        "p99_us": ordered[min(count - 1, int(count * 0.99))] * 1e6,
+    }
+
+
 async def create_cost_rounds(
     args: argparse.Namespace, transaction: Callable[[bool, int], Awaitable[None]]
 ) -> None:
-    """Sequential one-row business transactions for `seconds` per mode, without and with the
-    system's create call, in `rounds` alternating rounds; prints {"without": [...], "with":
-    [...]} (tx/s per round)."""
+    """Sequential one-row business transactions without and with the system's create call,
+    interleaved in blocks of COST_BLOCK (without first, then with, and so on) for `seconds`
+    per mode in each of `rounds` rounds, each transaction timed on its own. Prints
+    {"without": [...], "with": [...]} (tx/s per round: a mode's transactions over the time
+    spent in them) and "summary": {"without": {...}, "with": {...}} (cost_summary over all
+    rounds)."""
     results: dict[str, list[float]] = {"without": [], "with": []}
+    times: dict[str, list[float]] = {"without": [], "with": []}
+    done = 0
+    clock = time.perf_counter
     for _ in range(args.rounds):
+        spent = {"without": 0.0, "with": 0.0}
+        counts = {"without": 0, "with": 0}
+        deadline = time.monotonic() + 2 * args.seconds
+        while time.monotonic() < deadline:
+            for mode in ("without", "with"):
+                with_create = mode == "with"
+                kept = times[mode]
+                for _ in range(COST_BLOCK):
+                    started = clock()
+                    await transaction(with_create, done)
+                    took = clock() - started
+                    kept.append(took)
+                    spent[mode] += took
+                    done += 1
+                counts[mode] += COST_BLOCK
         for mode in ("without", "with"):
-            done = 0
-            started = time.monotonic()
-            deadline = started + args.seconds
-            while time.monotonic() < deadline:
-                await transaction(mode == "with", done)
-                done += 1
-            results[mode].append(done / (time.monotonic() - started))
-    print(json.dumps(results))
+            results[mode].append(counts[mode] / spent[mode])
+    summary = {mode: cost_summary(times[mode]) for mode in ("without", "with")}
+    print(json.dumps({**results, "summary": summary}))
