@@ -258,6 +258,25 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     assert "| inbox: >= 1.0x baseline in every repeat |" in report
     assert "| p99 at 200/s: <= 1.2x baseline in every repeat |" in report
 
+    # create() cost: both modes ran (interleaved in blocks of ten), every transaction timed;
+    # the headline is the trimmed means' ratio and `without / with - 1` gives it back.
+    costs = doc["runs"]["create_cost"]
+    assert sorted((r["system"], r["repeat"]) for r in costs) == sorted(
+        (s, rep) for s in SYSTEMS for rep in range(REPEATS)
+    )
+    for r in costs:
+        per_tx = r["us_per_tx"]
+        for mode in ("without", "with"):
+            assert per_tx[mode]["count"] >= 20, r  # 1 s a mode at quick sizes
+            assert per_tx[mode]["count"] % 10 == 0, r
+            assert 0 < per_tx[mode]["median_us"] <= per_tx[mode]["p99_us"], r
+            assert per_tx[mode]["trimmed_mean_us"] <= per_tx[mode]["mean_us"], r
+        assert len(r["rounds"]["without"]) == len(r["rounds"]["with"]) == 1, r
+        added = per_tx["with"]["trimmed_mean_us"] / per_tx["without"]["trimmed_mean_us"] - 1
+        assert r["overhead_pct"] == pytest.approx(added * 100), r
+        assert r["without"] / r["with"] - 1 == pytest.approx(added), r
+    assert "| added time per tx | the same, all tx | the same, medians |" in report
+
     # Many workers (ours alone): every join and every leave settled (all 256 buckets owned
     # by the expected members, none above its share), nothing lost, per-key order kept.
     scale = doc["runs"]["scale"]
