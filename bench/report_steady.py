@@ -121,3 +121,48 @@ def _runs(
             mine = [s for s in steadies if s["system"] == system and s["rate"] == rate]
             if mine:
                 yield rate, system, mine
+
+
+def paired(rows: list[dict[str, Any]]) -> list[str]:
+    """The paired runs (bench/paired.py): ours and the baseline loaded at once, every repeat."""
+    if not rows:
+        return []
+    out = [
+        "### Side by side: ours and the baseline loaded at once",
+        "",
+        "The same paced load on both systems at the same time, each with its own database, "
+        "topic, relay and reader, the two loads started at one wall clock time "
+        "(bench/paired.py). A stall or a busy spell of the shared machine then delays both "
+        "systems' items alike, which run one after the other it does not; so the ratio of "
+        "the p99s here is the figure to compare between runs. The machine carries both "
+        "loads, so the absolute figures are higher than in the table above.",
+        "",
+    ]
+    table_rows = []
+    for rate in sorted({r["rate"] for r in rows}):
+        for r in sorted((r for r in rows if r["rate"] == rate), key=lambda r: r["repeat"]):
+            theirs = next(iter(r["partner"].values()))
+            ratio = "n/a" if r["p99_ratio"] is None else f"{r['p99_ratio']:.2f}x"
+            table_rows.append(
+                [
+                    f"{rate:,}",
+                    str(r["repeat"] + 1),
+                    f"{r['p50']:.1f} / {r['p99']:.1f}",
+                    f"{theirs['p50']:.1f} / {theirs['p99']:.1f}",
+                    ratio,
+                    f"{r['start_gap_s'] * 1000:.0f}",
+                ]
+            )
+    out += _table(
+        [
+            "items/s",
+            "repeat",
+            "ours p50 / p99 ms",
+            "baseline p50 / p99 ms",
+            "ours / baseline p99",
+            "loads' start gap ms",
+        ],
+        table_rows,
+    )
+    out.append("")
+    return out
