@@ -14,6 +14,8 @@ class Sizes:
     size: int
     workers: tuple[int, ...]
     rates: tuple[int, ...]
+    # The paired steady load (bench/paired.py): rates at which both systems are loaded at once.
+    pair_rates: tuple[int, ...]
     duration: float
     warmup: float
     tx_rate: float
@@ -55,6 +57,7 @@ FULL = Sizes(
     size=1024,
     workers=(1, 2),
     rates=(200, 2000),
+    pair_rates=(200,),
     duration=30,
     warmup=2,
     tx_rate=200,
@@ -87,6 +90,7 @@ QUICK = Sizes(
     size=1024,
     workers=(1, 2),
     rates=(200,),
+    pair_rates=(200,),
     duration=5,
     warmup=1,
     tx_rate=100,
