@@ -13,11 +13,6 @@ What it costs: each system shares the cores with the other's load, relay and bac
 machine carries both loads), so the absolute figures here are not the steady scenario's;
 those stay in that scenario. The two loads start at one wall clock time (`--start-at`,
 after both processes are set up) and commit at the same rate for the same time.
-
-At 200 items/s only (`Sizes.pair_rates`): two loads of 2,000/s at once fill the 2 cores of
-the bench machine, and what the ratio then measures is which system's queue the overload
-lands on. Tried on 2026-12-03: each p99 80-236 ms (19-34 ms loaded alone) and the ratio
-0.33 / 1.70 / 1.80x over three repeats, wider than run one after the other (0.99-1.72x).
 """
 
 from __future__ import annotations

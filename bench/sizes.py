@@ -14,8 +14,6 @@ class Sizes:
     size: int
     workers: tuple[int, ...]
     rates: tuple[int, ...]
-    # The paired steady load (bench/paired.py): rates at which both systems are loaded at once.
-    pair_rates: tuple[int, ...]
     duration: float
     warmup: float
     tx_rate: float
@@ -57,7 +55,6 @@ FULL = Sizes(
     size=1024,
     workers=(1, 2),
     rates=(200, 2000),
-    pair_rates=(200,),
     duration=30,
     warmup=2,
     tx_rate=200,
@@ -90,7 +87,6 @@ QUICK = Sizes(
     size=1024,
     workers=(1, 2),
     rates=(200,),
-    pair_rates=(200,),
     duration=5,
     warmup=1,
     tx_rate=100,
