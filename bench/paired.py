@@ -104,8 +104,6 @@ def _run(ctx: Context, pair: list[tuple[System, str]], sizes: Sizes, rate: int) 
         for side in sides:
             side.reader.wait(15.0)
     finally:
-        for side in sides:
-            side.reader.stop()  # done by now, unless a load failed
         problems = _stop_all([side.relay for side in sides])
     ours, theirs = (
         measured(side.system.name, rate, per_tx, tx_rate * warmup, side.out, side.reader.result)
