@@ -53,7 +53,6 @@ def main() -> int:
         logs.mkdir()
         systems = build_systems(args, Path(tmp) / "bake", {"KAFKA_BOOTSTRAP_SERVERS": bootstrap})
         ctx = Context(pg, bootstrap, logs, sizes.keys, sizes.size, backlog=sizes.backlog)
-        ctx.systems = {s.name: s for s in systems}
         try:
             log(f"systems: {', '.join(s.name for s in systems)}; filling template databases")
             fill_seconds = fill_templates(ctx, systems, sizes.backlog)

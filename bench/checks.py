@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .paired import MAX_START_GAP_S
 from .sizes import Sizes
 from .systems import OWN_SYSTEMS
 
@@ -34,22 +33,6 @@ def correctness(results: dict[str, list[dict[str, Any]]], sizes: Sizes) -> list[
             )
         for problem in s["problems"]:
             failures.append(f"steady {s['system']} {s['rate']}/s: {problem}")
-    for s in results.get("steady_paired", []):
-        for side in (s, *s["partner"].values()):
-            settled = side.get("settle", {})
-            if settled.get("checkpoint") != 1 or settled.get("vacuum_analyze") != 1:
-                failures.append(f"pair {side['system']}: its database was not settled")
-            if side["undelivered"] or side["order_violations"]:
-                failures.append(
-                    f"pair {side['system']} {s['rate']}/s: {side['undelivered']} undelivered, "
-                    f"{side['order_violations']} order violations"
-                )
-        if s["start_gap_s"] > MAX_START_GAP_S:
-            failures.append(
-                f"pair {s['rate']}/s: the two loads started {s['start_gap_s']:.1f} s apart"
-            )
-        for problem in s["problems"]:
-            failures.append(f"pair {s['rate']}/s: {problem}")
     for i in results.get("inbox", []):
         if i["lost"] or i["stored_duplicates"]:
             failures.append(

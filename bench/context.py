@@ -39,8 +39,6 @@ class Context:
     memory_topic: str | None = None  # the memory scenario's consumer input (bench/memory.py)
     # Templates a scenario builds on first use (bench/growth.py), dropped with the others.
     extra_databases: list[str] = field(default_factory=list)
-    # Every system of the run by name, for a scenario that runs two at once (bench/paired.py).
-    systems: dict[str, System] = field(default_factory=dict)
 
     def database(self, system: System, kind: str) -> str:
         """bench_<run>_<system>_<kind>: kind empty, backlog, run, or a scenario's own

@@ -33,13 +33,6 @@ def repeat_rows(scenario: Scenario, rows: list[Result], systems: list[str]) -> l
     for case in cases:
         for repeat in sorted({r["repeat"] for r in rows if r["case"] == case}):
             mine = {r["system"]: r for r in rows if r["case"] == case and r["repeat"] == repeat}
-            # A system measured inside another's run (bench/paired.py: the baseline beside
-            # ours) counts as run with it: the same position, the same settle record.
-            for row in list(mine.values()):
-                for name, other in row.get("partner", {}).items():
-                    mine.setdefault(
-                        name, {**other, "position": row["position"], "settle": row["settle"]}
-                    )
             values = {s: float(mine[s][scenario.metric]) for s in systems if s in mine}
             ours = values.get(OURS)
             out.append(

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import growth, idle, memory, mixed, paired, scale, scenarios, steady
+from . import growth, idle, memory, mixed, scale, scenarios, steady
 from .context import Context
 from .sizes import Sizes
 from .systems import System, ours_worker_or_baseline
@@ -67,17 +67,6 @@ def _steady_line(r: Result) -> str:
     return (
         f"p50 {r['p50']:.1f} p99 {r['p99']:.1f} ms, undelivered {r['undelivered']}, "
         f"order violations {r['order_violations']}"
-    )
-
-
-def _pair_line(r: Result) -> str:
-    theirs = next(iter(r["partner"].values()))
-    ratio = "n/a" if r["p99_ratio"] is None else f"{r['p99_ratio']:.2f}x"
-    return (
-        f"{_steady_line(r)}; beside it {theirs['system']} p50 {theirs['p50']:.1f} p99 "
-        f"{theirs['p99']:.1f} ms, undelivered {theirs['undelivered']}, order violations "
-        f"{theirs['order_violations']}; p99 ratio {ratio}, loads started "
-        f"{r['start_gap_s'] * 1000:.0f} ms apart"
     )
 
 
@@ -173,19 +162,6 @@ SCENARIOS: tuple[Scenario, ...] = (
         label=lambda case: f"{case['rate']}/s",
         run=steady.steady,
         describe=_steady_line,
-    ),
-    Scenario(
-        name="pair",
-        key="steady_paired",
-        template="empty",
-        metric="p99",
-        unit="ms p99, ours and the baseline loaded at once",
-        lower_is_better=True,
-        cases=lambda sizes: [{"rate": r} for r in sizes.rates],
-        label=lambda case: f"{case['rate']}/s",
-        run=paired.paired_steady,
-        describe=_pair_line,
-        applies=paired.applies,
     ),
     Scenario(
         name="inbox",

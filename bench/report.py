@@ -63,7 +63,6 @@ def render(results: dict[str, Any], systems: list[str], meta: dict[str, Any]) ->
     out += report_drain.render(drains, systems, meta)
 
     out += report_steady.render(steadies, systems, meta)
-    out += report_steady.paired(results.get("steady_paired", []))
 
     # -- inbox --------------------------------------------------------------------------
     add("## 3. Inbox ingest with duplicates")

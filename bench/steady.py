@@ -18,12 +18,11 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 from . import cpu_split, debezium, procs
 from .context import PARTITIONS, Context
-from .kafka_io import ReadResult, TopicReader
+from .kafka_io import TopicReader
 from .scenarios import MIN_CPU_S, Case, _stop_all, percentile
 from .sizes import Sizes
 from .systems import System
@@ -112,52 +111,32 @@ def steady(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) 
             relay_s = relay_to - relay_from
         reader.wait(15.0)
         problems = _stop_all([relay])
-    return {
-        **measured(system.name, rate, per_tx, tx_rate * warmup, out, reader.result),
-        "cpu_us_per_msg": None,
-        "machine_cpu": None,
-        "problems": problems,
-    } | _cpu(split, relay_s, out)
-
-
-def _cpu(
-    split: tuple[cpu_split.Snapshot, cpu_split.Snapshot] | None, relay_s: float | None, out: Path
-) -> dict[str, Any]:
-    """CPU per committed item over the load (warm-up included); none for Debezium's runs."""
-    if split is None:
-        return {}
-    count = len(json.loads(out.read_text())["commits"])
-    measurable = relay_s is not None and relay_s >= MIN_CPU_S and count > 0
-    return {
-        "cpu_us_per_msg": relay_s / count * 1e6 if measurable and relay_s else None,
-        "machine_cpu": cpu_split.per_message(*split, count, relay_s),
-    }
-
-
-def measured(
-    system: str, rate: int, per_tx: int, warmup_tx: float, out: Path, seen: ReadResult
-) -> dict[str, Any]:
-    """The latency figures of one paced load: its commit times (the load's `out` file) against
-    when the topic's reader first saw each item; the first `warmup_tx` transactions' items
-    are not counted."""
     loaded_run = json.loads(out.read_text())
     commits: dict[int, float] = {int(s): float(t) for s, t in loaded_run["commits"]}
-    skip = round(warmup_tx) * per_tx
+    # CPU per committed item over the load (warm-up included); none for Debezium's runs.
+    machine = cpu_split.per_message(*split, len(commits), relay_s) if split else None
+    relay_us = (
+        relay_s / len(commits) * 1e6
+        if relay_s is not None and relay_s >= MIN_CPU_S and commits
+        else None
+    )
+    skip = round(tx_rate * warmup) * per_tx
+    seen = reader.result
     latencies = [
         (seen.first_at[s] - t) * 1000
         for s, t in commits.items()
         if s >= skip and s in seen.first_at
     ]
-    counted = [s for s in commits if s >= skip]
+    measured = [s for s in commits if s >= skip]
     thirds = [latencies[: len(latencies) // 3], latencies[-(len(latencies) // 3) :]]
     series = p99_by_second(commits, seen.first_at, skip)
     return {
-        "system": system,
+        "system": system.name,
         "rate": rate,
         "achieved_rate": len(commits) / float(loaded_run["elapsed"]),
         "per_tx": per_tx,
-        "items": len(counted),
-        "undelivered": len(counted) - len(latencies),
+        "items": len(measured),
+        "undelivered": len(measured) - len(latencies),
         "p50": percentile(latencies, 50),
         "p95": percentile(latencies, 95),
         "p99": percentile(latencies, 99),
@@ -167,6 +146,9 @@ def measured(
         "latencies": latencies,
         "p99_by_second": series,
         "worst_second": worst_second(series),
+        "cpu_us_per_msg": relay_us,
+        "machine_cpu": machine,
         "duplicates": seen.duplicates(),
         "order_violations": seen.order_violations(),
+        "problems": problems,
     }

@@ -76,9 +76,6 @@ def target_rows(
         found = _every_repeat(repeats, "steady", case, BASELINE, at_most, at_most=True)
         goal = f"p99 at {case}: <= {at_most:g}x baseline in every repeat"
         rows += _row(goal, found, check)
-        found = _every_repeat(repeats, "pair", case, BASELINE, at_most, at_most=True)
-        goal = f"p99 at {case}, loaded at once: <= {at_most:g}x baseline in every repeat"
-        rows += _row(goal, found, check)
     first = median_of(steadies, "p99_first_third", system=OURS, rate=2000)
     last = median_of(steadies, "p99_last_third", system=OURS, rate=2000)
     rows.append(

@@ -104,8 +104,6 @@ def test_ours_debezium_runs_one_drain_case_steady_and_cost_but_no_inbox(tmp_path
         "drain w2",
         "steady 200/s",
         "steady 2000/s",
-        "pair 200/s",
-        "pair 2000/s",
         "inbox",
         "cost",
     ]

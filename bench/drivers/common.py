@@ -53,9 +53,6 @@ def common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", default="")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
-        "--start-at", type=float, default=0.0, help="paced load: wall clock time to start at"
-    )
 
 
 Command = Callable[[argparse.Namespace], Awaitable[None]]
@@ -79,13 +76,10 @@ def run_driver(
 async def paced_load(args: argparse.Namespace, commit: Callable[[range], Awaitable[None]]) -> None:
     """Commit `per_tx` items per transaction at `tx_rate` for `duration`, one transaction at a
     time on one connection (so commit order = creation order), and write each item's commit
-    time (wall clock, after COMMIT returned) to `args.out`. With `--start-at`, the first
-    transaction waits for that wall clock time."""
+    time (wall clock, after COMMIT returned) to `args.out`."""
     interval = 1.0 / args.tx_rate
     total = round(args.tx_rate * args.duration)
     times: list[tuple[int, float]] = []
-    if args.start_at:  # two loads started together (bench/paired.py), set up by now
-        await asyncio.sleep(max(0.0, args.start_at - time.time()))
     started = time.monotonic()
     seq = args.start
     for tick in range(total):
