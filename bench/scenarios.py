@@ -11,8 +11,9 @@ returns one plain dict of results.
 - steady: in bench/steady.py.
 - inbox: a pre-filled input topic with duplicates, the system's consumer from scratch,
   rows/s = stored rows / (max(created_at) - min(created_at)).
-- create cost: one-row business transactions/s without and with one create() (for
-  ours-debezium with its capture trigger and the connector streaming).
+- create cost: one-row business transactions without and with one create(), the two modes
+  interleaved in blocks of ten and each transaction timed (drivers/common.py); for
+  ours-debezium with its capture trigger and the connector streaming.
 """
 
 from __future__ import annotations
