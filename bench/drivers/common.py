@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import signal
+import statistics
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
@@ -156,9 +157,7 @@ def cost_summary(durations: list[float], trim: float = COST_TRIM) -> dict[str, f
         "count": count,
         "mean_us": sum(ordered) / count * 1e6,
         "trimmed_mean_us": sum(kept) / len(kept) * 1e6,
-        "median_us": ordered[count // 2] * 1e6
-        if count % 2
-        else (ordered[count // 2 - 1] + ordered[count // 2]) / 2 * 1e6,
+        "median_us": statistics.median(ordered) * 1e6,
         "p99_us": ordered[min(count - 1, int(count * 0.99))] * 1e6,
     }
 
