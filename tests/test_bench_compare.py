@@ -200,3 +200,98 @@ def test_the_machines_of_both_runs_are_named_and_a_difference_said(tmp_path: Pat
         "Machines: not known for both runs."
         in _run(_results(tmp_path / "e.json", "day 3", spreads), first).stdout
     )
+
+
+def _with_steady(path: Path, undelivered: dict[str, int], steal: str | None = None) -> Path:
+    """The file's steady runs at 2000/s (three repeats a system): `undelivered` per system in
+    repeat 2, 0 elsewhere; its CPU steal line and broker warm-up when `steal` is given."""
+    doc = json.loads(path.read_text())
+    doc["runs"] = {
+        "steady": [
+            {"system": system, "case": "2000/s", "repeat": repeat, "undelivered": left}
+            for system in ("ours", "baseline", "faststream-outbox", "omni-box")
+            for repeat in range(3)
+            for left in [undelivered.get(system, 0) if repeat == 1 else 0]
+        ],
+        # Runs of a scenario without the count, and a value that is not a count: ignored.
+        "drain": [{"system": "omni-box", "case": "w1", "repeat": 0, "complete": False}],
+        "inbox": [{"system": "baseline", "case": "", "repeat": 0, "undelivered": "many"}],
+    }
+    if steal is not None:
+        doc["machine"] = [f"CPU steal during the timed runs: {steal}% of all CPU time (...)"]
+        doc["broker_warmup"] = {
+            "bulk": {"rounds": [{"broker_us_per_msg": 17.8}, {"broker_us_per_msg": 7.52}]}
+        }
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_latency_against_a_system_that_fell_behind_is_shown_not_counted(tmp_path: Path) -> None:
+    """faststream-outbox left 29,553 of 60,000 items undelivered in one repeat of the first
+    run and none in the second: its ratio (-50%) is in the table, marked, and out of the
+    count and the exit code. omni-box fell behind in the second run only: out as well. Ours
+    falling behind is no reason to leave a ratio out: ours vs the baseline still counts."""
+    compare = _compare_module()
+    spreads = [
+        _spread("steady", "2000/s", "baseline", 1.0),
+        _spread("steady", "2000/s", "faststream-outbox", 0.002),
+        _spread("steady", "2000/s", "omni-box", 0.001),
+        _spread("drain", "w1", "omni-box", 40.0),
+    ]
+    later = [
+        _spread("steady", "2000/s", "baseline", 1.1),  # +10%: within
+        _spread("steady", "2000/s", "faststream-outbox", 0.001),  # -50%: not counted
+        _spread("steady", "2000/s", "omni-box", 0.0015),  # +50%: not counted
+        _spread("drain", "w1", "omni-box", 30.0),  # -25%: counted, not within
+    ]
+    first = _with_steady(
+        _results(tmp_path / "a.json", "day 1", spreads),
+        {"faststream-outbox": 29_553, "ours": 7},
+        steal="0.59",
+    )
+    second = _with_steady(
+        _results(tmp_path / "b.json", "day 2", later), {"omni-box": 41_950}, steal="2.94"
+    )
+    one, two = compare.load(first), compare.load(second)
+    assert one.behind == {("steady", "2000/s", "faststream-outbox"): 29_553}
+    assert two.behind == {("steady", "2000/s", "omni-box"): 41_950}
+    rows = compare.compare(one.spreads, two.spreads, 0.15, (one.behind, two.behind))
+    assert [r["counted"] for r in rows] == [True, False, False, True]
+    assert [r["within"] for r in rows] == [True, False, False, False]
+
+    done = _run(first, second)
+    assert done.returncode == 1  # the drain's -25%, not the two left out
+    table = done.stdout.splitlines()
+    assert table[2].endswith("| +10.0% | yes | yes |")
+    assert table[3].endswith("| -50.0% | not counted | no |")
+    assert table[4].endswith("| +50.0% | not counted | no |")
+    assert table[5].endswith("| -25.0% | NO | no |")
+    assert "1 of 2 ratios within 15%." in done.stdout
+    assert "1 of 2 second-run medians inside" in done.stdout
+    assert (
+        "Not counted (2): the other system left measured items undelivered in a repeat"
+        in done.stdout
+    )
+    assert (
+        "steady 2000/s faststream-outbox: 29,553 in the first run and 0 in the second run; "
+        "steady 2000/s omni-box: 0 in the first run and 41,950 in the second run." in done.stdout
+    )
+    assert (
+        "Machine state: the first run CPU steal 0.59%, the broker's warm-up 17.8 / 7.5 µs a "
+        "message; the second run CPU steal 2.94%, the broker's warm-up 17.8 / 7.5 µs a "
+        "message." in done.stdout
+    )
+
+    # Without the drain's ratio everything counted is within: exit 0. With only ratios that
+    # do not count, the runs share nothing to judge: exit 2.
+    steady_only = [s for s in later if s["scenario"] == "steady"]
+    kept = _with_steady(_results(tmp_path / "c.json", "day 2", steady_only), {"omni-box": 41_950})
+    assert _run(first, kept).returncode == 0
+    lone = _results(
+        tmp_path / "d.json", "day 2", [_spread("steady", "2000/s", "faststream-outbox", 0.002)]
+    )
+    nothing = _run(first, lone)
+    assert nothing.returncode == 2
+    assert "share no ratio that counts" in nothing.stderr
+    assert "Machine state: the first run CPU steal 0.59%" in nothing.stdout
+    assert "the second run not in its file." in nothing.stdout
