@@ -17,11 +17,11 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from conftest import REPO_ROOT
+from test_bench_compare import _spread
 
 # Records its working directory, the clone's commit and its arguments, then writes the
 # results file the test gives it (none when FAKE_SECOND is empty).
@@ -37,21 +37,8 @@ fi
 COMMAND = "./bench/run.sh --repeats 3 --seed 51134 --quiet-wait 20 --peers=none"
 
 
-def _spread(case: str, vs: str, median: float) -> dict[str, Any]:
-    return {
-        "scenario": "drain",
-        "case": case,
-        "vs": vs,
-        "min": median * 0.9,
-        "median": median,
-        "max": median * 1.1,
-        "rel_spread": 0.2,
-        "n": 3,
-    }
-
-
 def _results(started: str, w1: float, w2: float, command: str = COMMAND) -> str:
-    spreads = [_spread("w1", "baseline", w1), _spread("w2", "baseline", w2)]
+    spreads = [_spread("drain", "w1", "baseline", w1), _spread("drain", "w2", "baseline", w2)]
     return json.dumps({"started": started, "command": command, "spreads": spreads})
 
 
