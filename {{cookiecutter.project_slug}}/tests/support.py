@@ -466,6 +466,12 @@ class RecordingHandler(InboxHandler):
 def uncommitted(bootstrap: str, topic: str, group: str) -> int:
     """Messages of `topic` after `group`'s committed offsets, all partitions (a partition
     with none committed counts from its start), as the broker says."""
+    return sum(uncommitted_by_partition(bootstrap, topic, group).values())
+
+
+def uncommitted_by_partition(bootstrap: str, topic: str, group: str) -> dict[int, int]:
+    """`uncommitted` per partition: partition -> messages after `group`'s committed offset
+    (only partitions with some), for a failure's notes."""
     reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
         partitions = reader.list_topics(topic, timeout=30).topics[topic].partitions
@@ -473,7 +479,6 @@ def uncommitted(bootstrap: str, topic: str, group: str) -> int:
         behind = [partition_lag(reader, tp) for tp in committed]  # the consumer's own count
     finally:
         reader.close()
-    lags = [lag for lag in behind if lag is not None]
-    if len(lags) < len(behind):
+    if any(lag is None for lag in behind):
         raise RuntimeError(f"the broker did not say where {topic} ends: {behind}")
-    return sum(lags)
+    return {tp.partition: lag for tp, lag in zip(committed, behind, strict=True) if lag}

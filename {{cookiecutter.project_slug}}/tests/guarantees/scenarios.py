@@ -5,6 +5,7 @@ then the audit (audit.py) that turns the outcome into numbers (report.Row)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 import uuid
@@ -20,7 +21,7 @@ from {{ cookiecutter.package_name }}.container import Container, shutdown
 from {{ cookiecutter.package_name }}.settings import Settings
 from outbox_engine.store.status import ItemStatus
 
-from ..support import ITEM_TABLES, InboxItem, OutboxItem, uncommitted
+from ..support import ITEM_TABLES, InboxItem, OutboxItem, uncommitted, uncommitted_by_partition
 from .audit import audit, delivered_at_least, describe_pending, retry_reasons
 from .config_files import boxes_file
 from .kafka_admin import create_topics
@@ -163,6 +164,12 @@ async def run_scenario(
                     facts["offsets_unreadable"] = 1
                 else:
                     facts["uncommitted"] = now
+                    # Which partitions, and how far each: where to look next time.
+                    with contextlib.suppress(Exception):
+                        where = await asyncio.to_thread(
+                            uncommitted_by_partition, bootstrap, f"{topic}-in", f"{topic}-group"
+                        )
+                        notes.append(f"uncommitted messages by partition: {where}")
                 if failed:
                     notes.append(f"reading the committed offsets last failed: {failed[0]}")
     finally:
