@@ -46,6 +46,10 @@ while [ $# -gt 0 ]; do
 done
 
 PY="${PYTHON:-python3}"
+# A results file's top-level text field ($2), or $3 when it has none.
+field() {
+  "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1])).get(sys.argv[2]) or sys.argv[3])' "$1" "$2" "$3"
+}
 RESULTS=docs/benchmarks-results.json
 GIVEN="${COMMIT:-HEAD}"
 RESOLVED="$(git rev-parse --verify --quiet "$GIVEN^{commit}")" \
@@ -66,7 +70,7 @@ git show "$COMMIT:$RESULTS" > "$FIRST" 2>/dev/null \
 
 # The recorded command, checked word by word: it is run, so it must be bench/run.sh with
 # plain options (a results file edited by hand gets no shell).
-COMMAND="$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("command") or "")' "$FIRST")" \
+COMMAND="$(field "$FIRST" command "")" \
   || die "$RESULTS of ${COMMIT:0:12} is not JSON"
 [ -n "$COMMAND" ] || die "$RESULTS of ${COMMIT:0:12} records no command (a report older than the Command: line)"
 read -r -a ARGS <<< "$COMMAND"
@@ -75,7 +79,7 @@ for word in "${ARGS[@]:1}"; do
   [[ "$word" =~ ^[A-Za-z0-9][A-Za-z0-9.,_-]*$ || "$word" =~ ^--[a-z][a-z0-9-]*(=[A-Za-z0-9.,_-]+)?$ ]] \
     || die "the recorded command has a word that is not a plain option or value: '$word'"
 done
-FIRST_STARTED="$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("started") or "?")' "$FIRST")"
+FIRST_STARTED="$(field "$FIRST" started "?")"
 CLONE="$WORK/clone-${COMMIT:0:12}"
 
 log "first run: the report of ${COMMIT:0:12}, started $FIRST_STARTED UTC"
@@ -100,7 +104,7 @@ SECOND="$CACHE/last-run/results.json"
 mkdir -p "$(dirname "$OUT")"
 cp "$SECOND" "$OUT"
 
-SECOND_STARTED="$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("started") or "?")' "$OUT")"
+SECOND_STARTED="$(field "$OUT" started "?")"
 log "second run started $SECOND_STARTED UTC; kept as $OUT"
 if [ "${FIRST_STARTED%% *}" = "${SECOND_STARTED%% *}" ]; then
   log "the same calendar day as the first run (${FIRST_STARTED%% *}): not the rule's second run"
