@@ -95,7 +95,10 @@ def main() -> int:
             log(f"logs of this run: {last}")
             pg.drop(*ctx.databases(systems))
     names = [s.name for s in systems]
+    meta["broker_warmup"] = warmup
+    meta["command"] = replay_command(args, repeats, seed, run_wait_s)
     extra = {"repeats": repeats, "quick": args.quick, "scenarios": args.selected}
+    extra.update({k: meta[k] for k in docs.RUN_FACTS})
     json_path, _ = results_files.write(last, "results", outcome, scenarios, names, extra)
     counts = settle_counts(outcome.results)
     log(
@@ -117,8 +120,6 @@ def main() -> int:
         if not args.docs:
             return 1 if failures else 0
     meta["problems"] = ctx.problems + failures
-    meta["broker_warmup"] = warmup
-    meta["command"] = replay_command(args, repeats, seed, run_wait_s)
     docs.write(args.out, outcome, names, meta)
     log(f"wrote {args.out / 'benchmarks.md'} and benchmarks-results.json/.csv")
     return 1 if failures and args.quick else 0

@@ -13,6 +13,11 @@ from .ratios import all_rows, spreads
 from .registry import SCENARIOS
 from .systems import OWN_SYSTEMS
 
+# What a results file says about its run besides the numbers: when it started, the command
+# that replays it, the machine and its state. bench.compare prints them beside the ratios,
+# so both the report's results file and the last run's results.json carry them.
+RUN_FACTS = ("started", "command", "load_note", "settle_note", "machine", "broker_warmup")
+
 
 def write(out: Path, outcome: Outcome, systems: list[str], meta: dict[str, Any]) -> None:
     results: dict[str, list[dict[str, Any]]] = {s.key: [] for s in SCENARIOS}
@@ -29,16 +34,5 @@ def write(out: Path, outcome: Outcome, systems: list[str], meta: dict[str, Any])
     plots.throughput_bars(results["drain"], systems, out / "img" / "bench-throughput.png")
     plots.latency_cdf(results["steady"], systems, out / "img" / "bench-latency-cdf.png")
     (out / "benchmarks.md").write_text(report.render(results, systems, meta))
-    extra = {
-        k: meta[k]
-        for k in (
-            "repeats",
-            "started",
-            "command",
-            "load_note",
-            "settle_note",
-            "machine",
-            "broker_warmup",
-        )
-    }
+    extra = {k: meta[k] for k in ("repeats", *RUN_FACTS)}
     results_files.write(out, "benchmarks-results", outcome, list(SCENARIOS), systems, extra)

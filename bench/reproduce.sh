@@ -9,7 +9,8 @@
 # repository at that commit (under $BENCH_CACHE_DIR/reproduce/), this runs the command that the
 # results file records (`command`, the report's `Command:` line: `./bench/run.sh ...`), so
 # the second run has the first's engine, method, repeats, seed and quiet waits. Then it
-# copies the run's results file to FILE (default docs/benchmarks-reproduction.json in this
+# copies the run's results file (the clone's report results file the run rewrote, else the
+# last run's results.json) to FILE (default docs/benchmarks-reproduction.json in this
 # checkout) and prints `python -m bench.compare FIRST FILE`, using this checkout's
 # bench/compare.py (how ratios are counted may have improved since COMMIT; what is measured
 # is COMMIT's).
@@ -98,9 +99,13 @@ MARK="$WORK/.started-${COMMIT:0:12}"
 touch "$MARK"
 log "running the command in the clone (a full run takes about two hours)"
 (cd "$CLONE" && BENCH_CACHE_DIR="$CACHE" "${ARGS[@]}")
-SECOND="$CACHE/last-run/results.json"
+# The run's report results file (a full run writes it in the clone) says when the run
+# started, on which machine and with which command; the results.json of the last run says so
+# only for runs of commits since that was added to it, so it is the fallback.
+SECOND="$CLONE/$RESULTS"
+[ -f "$SECOND" ] && [ "$SECOND" -nt "$MARK" ] || SECOND="$CACHE/last-run/results.json"
 [ -f "$SECOND" ] && [ "$SECOND" -nt "$MARK" ] \
-  || die "the run wrote no new $SECOND"
+  || die "the run wrote no new $CLONE/$RESULTS nor $SECOND"
 mkdir -p "$(dirname "$OUT")"
 cp "$SECOND" "$OUT"
 

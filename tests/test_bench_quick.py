@@ -180,6 +180,12 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     command = f"./bench/run.sh --quick --repeats {REPEATS} --seed {SEED} --quiet-wait 0"
     assert doc["command"] == command
     assert f"Command: `{command}`" in report
+    # The last run's results.json says the same of its run (bench.compare prints it).
+    last = re.search(r"\[bench\] results: (\S+results\.json) ", log)
+    assert last is not None, tail(log, 80)
+    last_doc = json.loads(Path(last.group(1)).read_text())
+    for key in ("started", "command", "machine", "load_note", "settle_note", "broker_warmup"):
+        assert last_doc[key] == doc[key], key
     drain_w1 = [r for r in doc["per_repeat"] if r["scenario"] == "drain" and r["case"] == "w1"]
     assert [r["repeat"] for r in drain_w1] == list(range(REPEATS))
     ratios = []

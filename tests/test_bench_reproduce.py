@@ -32,6 +32,9 @@ if [ -n "${FAKE_SECOND:-}" ]; then
   mkdir -p "$BENCH_CACHE_DIR/last-run"
   cp "$FAKE_SECOND" "$BENCH_CACHE_DIR/last-run/results.json"
 fi
+if [ -n "${FAKE_REPORT:-}" ]; then
+  cp "$FAKE_REPORT" docs/benchmarks-results.json
+fi
 """
 
 COMMAND = "./bench/run.sh --repeats 3 --seed 51134 --quiet-wait 20 --peers=none"
@@ -82,15 +85,19 @@ def repo(tmp_path: Path) -> tuple[Path, str]:
 
 
 def _reproduce(
-    root: Path, tmp_path: Path, second: str | None, *args: str
+    root: Path, tmp_path: Path, second: str | None, *args: str, report: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     fake = tmp_path / "second.json"
     if second is not None:
         fake.write_text(second)
+    fake_report = tmp_path / "report.json"
+    if report is not None:
+        fake_report.write_text(report)
     env = {
         **os.environ,
         "BENCH_CACHE_DIR": str(tmp_path / "cache"),
         "FAKE_SECOND": str(fake) if second is not None else "",
+        "FAKE_REPORT": str(fake_report) if report is not None else "",
         "PYTHON": shutil.which("python3") or "python3",
     }
     (tmp_path / "cache").mkdir(exist_ok=True)
@@ -192,3 +199,22 @@ def test_a_run_that_writes_no_results_and_the_dry_run(
     missing = _reproduce(root, tmp_path, None, "0123456789abcdef")
     assert missing.returncode == 3
     assert "0123456789abcdef is not a commit of this repository" in missing.stderr
+
+
+def test_the_report_the_run_wrote_in_the_clone_is_kept_over_the_last_runs_results(
+    repo: tuple[Path, str], tmp_path: Path
+) -> None:
+    """A full run of a commit before the last run's results.json said when and where it ran
+    writes those facts only into the report results file in its clone: that one is kept."""
+    root, _ = repo
+    bare = json.loads(_results("", 1.0, 0.8))
+    del bare["started"], bare["command"]
+    done = _reproduce(
+        root, tmp_path, json.dumps(bare), report=_results("2026-12-04 08:18", 1.1, 0.85)
+    )
+    assert done.returncode == 0, done.stderr
+    kept = json.loads((root / "docs" / "benchmarks-reproduction.json").read_text())
+    assert kept["started"] == "2026-12-04 08:18"
+    assert "second run started 2026-12-04 08:18 UTC" in done.stderr
+    assert "| drain | w1 | baseline | 1.00x" in done.stdout
+    assert "2 of 2 ratios within 15%." in done.stdout
