@@ -102,10 +102,11 @@ log "running the command in the clone (a full run takes about two hours)"
 # The run's report results file (a full run writes it in the clone) says when the run
 # started, on which machine and with which command; the results.json of the last run says so
 # only for runs of commits since that was added to it, so it is the fallback.
-SECOND="$CLONE/$RESULTS"
-[ -f "$SECOND" ] && [ "$SECOND" -nt "$MARK" ] || SECOND="$CACHE/last-run/results.json"
-[ -f "$SECOND" ] && [ "$SECOND" -nt "$MARK" ] \
-  || die "the run wrote no new $CLONE/$RESULTS nor $SECOND"
+SECOND=""
+for written in "$CLONE/$RESULTS" "$CACHE/last-run/results.json"; do
+  if [ -f "$written" ] && [ "$written" -nt "$MARK" ]; then SECOND="$written"; break; fi
+done
+[ -n "$SECOND" ] || die "the run wrote no new $CLONE/$RESULTS nor $CACHE/last-run/results.json"
 mkdir -p "$(dirname "$OUT")"
 cp "$SECOND" "$OUT"
 
