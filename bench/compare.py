@@ -33,11 +33,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
 Key = tuple[str, str, str]  # scenario, case, the other system
+# The results' machine line of the host's state (bench/meta.py writes it, bench/host.py
+# measures it); found by this start. Here because this module is stdlib only.
+HOST_LINE = "Host cores in the slow mode during the timed runs"
+# Two runs whose hosts were slow for medians this far apart (absolute) met different hosts.
+HOST_TOLERANCE = 0.15
 
 
 class Run(NamedTuple):
@@ -46,6 +52,7 @@ class Run(NamedTuple):
     cpu: str  # its "CPU: ..." machine line ("" when it has none)
     state: str  # its CPU steal and broker warm-up, in words ("" when its file has neither)
     behind: dict[Key, int]  # items the other system left undelivered, summed over repeats
+    host: float | None  # the median share of its timed runs' time the host was slow
 
 
 def load(path: Path) -> Run:
@@ -58,8 +65,21 @@ def load(path: Path) -> Run:
     machine = [m for m in doc.get("machine") or [] if isinstance(m, str)]
     cpu = next((m for m in machine if m.startswith("CPU:")), "")
     return Run(
-        str(doc.get("started", "?")), keyed, cpu, machine_state(doc, machine), behind(doc, keyed)
+        str(doc.get("started", "?")),
+        keyed,
+        cpu,
+        machine_state(doc, machine),
+        behind(doc, keyed),
+        host_share(machine),
     )
+
+
+def host_share(machine: list[str]) -> float | None:
+    """The median slow share of the host from the run's machine line (bench/meta.py
+    `host_line`); None when the run did not measure it."""
+    line = next((m for m in machine if m.startswith(HOST_LINE + ": median ")), "")
+    match = re.match(r"(\d+)%", line.removeprefix(HOST_LINE + ": median "))
+    return int(match.group(1)) / 100 if match else None
 
 
 def behind(doc: dict[str, Any], keyed: dict[Key, dict[str, Any]]) -> dict[Key, int]:
@@ -86,6 +106,9 @@ def machine_state(doc: dict[str, Any], machine: list[str]) -> str:
     steal = next((m for m in machine if m.startswith("CPU steal during the timed runs:")), "")
     if steal:
         parts.append("CPU steal " + steal.split(":", 1)[1].split()[0])
+    host = host_share(machine)
+    if host is not None:
+        parts.append(f"the host's cores slow {host:.0%} of the timed runs' time (median)")
     warmup = doc.get("broker_warmup")
     bulk = warmup.get("bulk") if isinstance(warmup, dict) else None
     rounds = bulk.get("rounds") if isinstance(bulk, dict) else None
@@ -242,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     print(render((one.started, two.started), rows, only, args.tolerance, behind_both))
     print(machines_note(one.cpu, two.cpu))
     print(state_note(one.state, two.state))
+    print(host_note(one.host, two.host))
     if not any(r["counted"] for r in rows):
         print("bench.compare: the two runs share no ratio that counts", file=sys.stderr)
         return 2
@@ -253,6 +277,30 @@ def state_note(first: str, second: str) -> str:
     return (
         f"Machine state: the first run {first or 'not in its file'}; "
         f"the second run {second or 'not in its file'}."
+    )
+
+
+def host_note(first: float | None, second: float | None) -> str:
+    """Whether the two runs met the host in the same state (bench/host.py): a CPU-bound
+    Python relay slows more in the slow mode than a system that waits on round trips, so
+    the drains with one worker and the p99s follow the share."""
+    if first is None or second is None:
+        missing = [label for label, v in (("first", first), ("second", second)) if v is None]
+        where = "either run" if len(missing) == 2 else f"the {missing[0]} run"
+        return (
+            f"Host state: not measured in {where} (files from before bench/host.py), so "
+            "whether the host's cores ran as fast in both is not known."
+        )
+    if abs(first - second) <= HOST_TOLERANCE:
+        return (
+            f"Host state: the cores slow {first:.0%} and {second:.0%} of the timed runs' time "
+            "(medians): the same state within "
+            f"{HOST_TOLERANCE:.0%} points, so the pair compares like with like."
+        )
+    return (
+        f"Host state differs: the cores slow {first:.0%} of the first run's timed runs' time and "
+        f"{second:.0%} of the second's (medians): the ratios that follow the CPU's speed (the "
+        "drains with one worker, the p99s) measured two states of the host, not the method."
     )
 
 

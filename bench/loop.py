@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import machine
+from . import host, machine
 from .context import Context, ensure_templates
 from .envs import log
 from .order import repeat_orders
@@ -56,9 +56,15 @@ def timed_run(
     ctx.pg.recreate(run_db, template=template, file_copy=scenario.file_copy)
     try:
         record = settle(ctx.pg, run_db, wait_s)
-        result = scenario.run(ctx, system, run_db, sizes, case)
+        sampler = host.Sampler().start()
+        try:
+            result = scenario.run(ctx, system, run_db, sizes, case)
+        finally:
+            during = sampler.stop()
     finally:
         ctx.pg.drop(run_db)
+    # The host's slow share while the run ran (bench/host.py): what its rate went through.
+    record["host_during"] = during
     result["settle"] = record
     return result
 
@@ -90,6 +96,12 @@ def run_plan(ctx: Context, plan: Plan) -> Outcome:
     orders = repeat_orders([s.name for s in plan.systems], plan.repeats, plan.seed)
     outcome = Outcome(plan.seed, orders, {s.key: [] for s in plan.scenarios})
     wait_s = plan.first_wait_s
+    fast = host.calibrate(5.0)
+    log(
+        f"host probe: the fast mode's unit {fast:.0f} µs (bench/host.py)"
+        if fast
+        else "host probe: no fast time found"
+    )
     for repeat, names in enumerate(orders):
         log(f"repeat {repeat + 1}/{plan.repeats}: order {', '.join(names)} (seed {plan.seed})")
         for scenario in plan.scenarios:

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from . import machine
+from .compare import HOST_LINE
 from .configs import config_lines
 from .context import PARTITIONS
 from .loop import Outcome, settle_counts
@@ -82,6 +83,28 @@ def steal_line(pct: float) -> str:
     )
 
 
+def host_line(outcome: Outcome) -> str:
+    """The host's slow share over the timed runs (bench/host.py), e.g. "Host cores in the
+    slow mode during the timed runs: median 35% of their time (2-89%, 120 runs; a fast unit
+    277 µs)"; bench.compare reads the median back."""
+    shares = []
+    fast = None
+    for rows in outcome.results.values():
+        for r in rows:
+            during = r["settle"].get("host_during") or {}
+            if during.get("slow_share") is not None:
+                shares.append(float(during["slow_share"]))
+                fast = during.get("fast_us") or fast
+    if not shares:
+        return f"{HOST_LINE}: not measured"
+    return (
+        f"{HOST_LINE}: median {statistics.median(shares):.0%} of their time "
+        f"({min(shares):.0%}-{max(shares):.0%}, {len(shares)} runs; a fast unit "
+        f"{fast:.0f} µs; bench/host.py: a guest's vCPUs run up to 1.8x slower while the "
+        "host's sibling hardware threads are busy, which steal does not show)"
+    )
+
+
 def metadata(
     sizes: Sizes,
     repeats: int,
@@ -107,6 +130,7 @@ def metadata(
         "machine": [
             f"CPU: {_cpu_line()}, {os.cpu_count()} cores; RAM {machine.ram_gib():.0f} GiB",
             steal_line(machine.steal_pct(cpu_before, machine.cpu_counters())),
+            host_line(outcome),
             f"PostgreSQL {pg.version()} (scripts/postgres.sh, its defaults: fsync on), "
             f"Apache Kafka {machine.kafka_version()} (KRaft, one broker, scripts/kafka.sh)",
             f"Python {machine.python_version(str(systems[0].python))} for every system",

@@ -25,6 +25,14 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
+def host_slow(result: Result) -> float | None:
+    """The share of the run's time the host's cores were slow (bench/host.py); None for
+    runs recorded before it was measured."""
+    during = result["settle"].get("host_during") or {}
+    share = during.get("slow_share")
+    return None if share is None else float(share)
+
+
 def repeat_rows(scenario: Scenario, rows: list[Result], systems: list[str]) -> list[dict[str, Any]]:
     """One record per (case, repeat): each system's value, its position in the order, and
     ours / each other system."""
@@ -44,6 +52,7 @@ def repeat_rows(scenario: Scenario, rows: list[Result], systems: list[str]) -> l
                     "values": values,
                     "positions": {s: mine[s]["position"] for s in values},
                     "load1": {s: mine[s]["settle"]["load1"] for s in values},
+                    "host_slow": {s: host_slow(mine[s]) for s in values},
                     "ratios": {s: _ratio(ours, v) for s, v in values.items() if s != OURS},
                 }
             )

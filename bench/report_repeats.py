@@ -39,8 +39,9 @@ def render(
         + "; ".join(f"{i + 1}: {', '.join(o)}" for i, o in enumerate(meta["orders"]))
         + f". {meta['settle_note']}",
         "",
-        "Each cell: the run's value, its position in that repeat's order (#1 = first) and "
-        "the 1-minute load average it started on. Ratios are ours / the other system in the "
+        "Each cell: the run's value, its position in that repeat's order (#1 = first), "
+        "the 1-minute load average it started on and the share of its time the host's cores "
+        "were in their slow mode (bench/host.py; a CPU-bound Python relay slows most). Ratios are ours / the other system in the "
         "same repeat (rates: above 1 is ours faster; p99 and added cost: below 1 is ours lower).",
         "",
     ]
@@ -56,9 +57,11 @@ def render(
             cells = [r["case"] or "-", str(r["repeat"] + 1)]
             for s in present:
                 if s in r["values"]:
+                    slow = r.get("host_slow", {}).get(s)
+                    host = "" if slow is None else f", host slow {slow:.0%}"
                     cells.append(
                         f"{_num(r['values'][s], digits)} (#{r['positions'][s] + 1}, "
-                        f"load {r['load1'][s]:.2f})"
+                        f"load {r['load1'][s]:.2f}{host})"
                     )
                 else:
                     cells.append("-")

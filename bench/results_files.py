@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .loop import Outcome, settle_counts
-from .ratios import BASELINE, all_rows, spreads
+from .ratios import BASELINE, all_rows, host_slow, spreads
 from .registry import Scenario
 
 CSV_COLUMNS = (
@@ -25,6 +25,7 @@ CSV_COLUMNS = (
     "value",
     "vs_baseline",
     "load1",
+    "host_slow_share",
     "cpu_busy_pct",
     "quiet",
     "quiet_wait_s",
@@ -67,6 +68,7 @@ def csv_rows(outcome: Outcome, scenarios: list[Scenario]) -> list[dict[str, Any]
             value = float(r[scenario.metric])
             b = base.get((r["case"], r["repeat"]))
             settled = r["settle"]
+            slow = host_slow(r)
             out.append(
                 {
                     "scenario": scenario.name,
@@ -78,6 +80,7 @@ def csv_rows(outcome: Outcome, scenarios: list[Scenario]) -> list[dict[str, Any]
                     "value": f"{value:.3f}",
                     "vs_baseline": f"{value / b:.4f}" if b and not math.isnan(b) else "",
                     "load1": f"{settled['load1']:.2f}",
+                    "host_slow_share": "" if slow is None else f"{slow:.3f}",
                     "cpu_busy_pct": f"{settled['cpu_busy_pct']:.1f}",
                     "quiet": settled["quiet"],
                     "quiet_wait_s": f"{settled['quiet_wait_s']:.1f}",

@@ -295,3 +295,35 @@ def test_latency_against_a_system_that_fell_behind_is_shown_not_counted(tmp_path
     assert "share no ratio that counts" in nothing.stderr
     assert "Machine state: the first run CPU steal 0.59%" in nothing.stdout
     assert "the second run not in its file." in nothing.stdout
+
+
+def _with_host(path: Path, median_pct: int | None) -> Path:
+    doc = json.loads(path.read_text())
+    if median_pct is not None:
+        doc["machine"] = [
+            f"{_compare_module().HOST_LINE}: median {median_pct}% of their time (2-89%, "
+            "16 runs; a fast unit 287 µs; bench/host.py: ...)"
+        ]
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_the_hosts_state_of_both_runs_is_compared(tmp_path: Path) -> None:
+    """Medians 15 points apart are the same state, 16 are not; a file without the line
+    says so; the note never changes the verdict on the ratios."""
+    spreads = [_spread("drain", "w1", "baseline", 1.5)]
+    first = _with_host(_results(tmp_path / "a.json", "day 1", spreads), 20)
+    near = _with_host(_results(tmp_path / "b.json", "day 2", spreads), 35)
+    far = _with_host(_results(tmp_path / "c.json", "day 2", spreads), 36)
+    old = _with_host(_results(tmp_path / "d.json", "day 0", spreads), None)
+
+    same = _run(first, near)
+    assert same.returncode == 0
+    assert "Host state: the cores slow 20% and 35% of the timed runs' time" in same.stdout
+    assert "the host's cores slow 20% of the timed runs' time (median)" in same.stdout
+    differ = _run(first, far)
+    assert differ.returncode == 0
+    assert "Host state differs: the cores slow 20% of the first run's" in differ.stdout
+    assert "36% of the second's" in differ.stdout
+    assert "not measured in the first run" in _run(old, first).stdout
+    assert "not measured in either run" in _run(old, old).stdout

@@ -85,3 +85,23 @@ def test_steal_is_the_share_of_all_cpu_time_between_two_readings() -> None:
     assert machine.steal_pct(None, after) != machine.steal_pct(None, after)
     assert "6.67% of all CPU time" in meta.steal_line(100 * 80 / 1200)
     assert "not known" in meta.steal_line(float("nan"))
+
+
+def _hosted(*shares: float | None) -> SimpleNamespace:
+    runs = [
+        {"settle": {"host_during": None if s is None else {"slow_share": s, "fast_us": 287.4}}}
+        for s in shares
+    ]
+    return SimpleNamespace(results={"drain": runs[:2], "steady": runs[2:]})
+
+
+def test_the_host_line_gives_the_median_slow_share_that_compare_reads_back() -> None:
+    from bench import compare
+
+    line = meta.host_line(_hosted(0.02, 0.35, None, 0.89, 0.40))
+    assert line.startswith(compare.HOST_LINE + ": median 38% of their time (2%-89%, 4 runs")
+    assert "a fast unit 287 µs" in line
+    assert compare.host_share([line]) == 0.38
+    unmeasured = meta.host_line(_hosted(None, None))
+    assert unmeasured == compare.HOST_LINE + ": not measured"
+    assert compare.host_share([unmeasured]) is None

@@ -163,6 +163,22 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
         assert row["vacuum_analyze"] == "1", row
         assert float(row["load1"]) >= 0, row
         assert row["quiet"] in ("True", "False"), row
+    # The host's speed was sampled through every timed run (bench/host.py): a share where the
+    # run lasted 2 s or more, the same in the CSV, and its median in the Machine lines.
+    shares = []
+    for rows in doc["runs"].values():
+        for r in rows:
+            during = r["settle"]["host_during"]
+            assert during["fast_us"] > 0, r["settle"]
+            if during["units"] >= 20:
+                assert 0.0 <= during["slow_share"] <= 1.0, r["settle"]
+                shares.append(during["slow_share"])
+            else:
+                assert during["slow_share"] is None, r["settle"]
+    assert len(shares) >= timed // 2, shares
+    assert sum(1 for row in table if row["host_slow_share"]) == len(shares)
+    host_line = next(m for m in doc["machine"] if m.startswith("Host cores in the slow mode"))
+    assert f"{len(shares)} runs; a fast unit" in host_line, host_line
 
     # Every repeat's ratio ours / baseline, in the JSON, the CSV and the report.
     report = (out / "benchmarks.md").read_text()
