@@ -24,8 +24,10 @@ is listed under the table, for each run. Where ours left items undelivered the r
 counted as usual (a failure of ours is not a reason to leave it out).
 
 Under the table, each run's machine state as its file gives it (the CPU steal during its
-timed runs, the broker's bulk warm-up per round): a second run on a busier machine than the
-first's is where ratios that follow the machine (the p99s; bench/notes.md) move.
+timed runs, the broker's bulk warm-up per round, the median share of its timed runs' time
+the host's cores were slow, bench/host.py) and whether the two runs' host medians are within
+HOST_TOLERANCE of each other: a second run on a busier machine or host than the first's is
+where ratios that follow the machine (the p99s; bench/notes.md) move.
 """
 
 from __future__ import annotations
@@ -282,8 +284,8 @@ def state_note(first: str, second: str) -> str:
 
 def host_note(first: float | None, second: float | None) -> str:
     """Whether the two runs met the host in the same state (bench/host.py): a CPU-bound
-    Python relay slows more in the slow mode than a system that waits on round trips, so
-    the drains with one worker and the p99s follow the share."""
+    process slows more in the slow mode than one that waits on round trips, so a ratio
+    between two systems can follow the share."""
     if first is None or second is None:
         missing = [label for label, v in (("first", first), ("second", second)) if v is None]
         where = "either run" if len(missing) == 2 else f"the {missing[0]} run"
@@ -299,8 +301,8 @@ def host_note(first: float | None, second: float | None) -> str:
         )
     return (
         f"Host state differs: the cores slow {first:.0%} of the first run's timed runs' time and "
-        f"{second:.0%} of the second's (medians): the ratios that follow the CPU's speed (the "
-        "drains with one worker, the p99s) measured two states of the host, not the method."
+        f"{second:.0%} of the second's (medians): a ratio that follows the CPU's speed may "
+        "have measured two states of the host rather than the method (bench/host.py)."
     )
 
 

@@ -1,21 +1,21 @@
 """How fast the host's cores run for us right now: a fixed unit of Python work, timed in the
-thread's own CPU time, before and during every timed run.
+thread's own CPU time, before the first timed run and during every one.
 
 Why: on the shared virtual machines the bench runs on, the same unit of work (0.3 ms of
 dict and integer operations) takes either its fast time or about 1.8 times that, flipping
 within a second and in phases of seconds, with no CPU steal and the clock unchanged. That is
 what a busy sibling hardware thread on the host looks like from inside a guest: our vCPU
 runs, but slower. A timed drain of 3-5 s spends a different share of its time in the slow
-mode from one run to the next, and how much changes over hours (the relay's CPU a message
-was 15.5-17.0 µs in one run and 24.7-27.5 in one six hours later, same machine and code). A
-CPU-bound Python relay slows more than a system that waits on round trips, so the ratios
-follow that share. The load average and steal cannot see it; this can.
+mode from one run to the next (2-95% measured), and how much changes over hours. A
+CPU-bound process slows more than one that waits on round trips, so a ratio between two
+systems can follow that share; the load average and steal cannot see it, this records it
+beside every result (bench/README.md says what it explained in two runs, and what not).
 
 - `calibrate(seconds)`: the unit back to back, before the first timed run, to find the fast
   mode's time on this machine.
 - `Sampler`: a child process that times two units every `interval` s during a timed run,
-  keeping the second (0.6 ms a 0.1 s: 0.6% of one core): the share of the run's time the host was slow
-  (bench/loop.py records it with the run).
+  keeping the second (0.6 ms a 0.1 s: 0.6% of one core): the share of the run's time the
+  host was slow (bench/loop.py records it with the run).
 
 A unit counts as slow when it took more than SLOW_FACTOR times the fast time, the fastest
 tenth of the units seen so far in this process (`fast_us`): each machine calibrates itself,
