@@ -106,10 +106,10 @@ def calibrate(seconds: float = 5.0) -> float | None:
 
 
 class Sampler:
-    """Times one unit every `interval` seconds in a child process (this file run as a
-    script) between start() and stop(); stop() returns `summary` of them. A process of its
-    own: in this one it would hold the GIL beside the topic reader's thread, whose receive
-    times are the latencies."""
+    """Times two units every `interval` seconds, keeping the second, in a child process
+    (this file run as a script) between start() and stop(); stop() returns `summary` of
+    them. A process of its own: in this one it would hold the GIL beside the topic reader's
+    thread, whose receive times are the latencies."""
 
     def __init__(self, interval: float = 0.1) -> None:
         self.interval = interval
@@ -137,7 +137,8 @@ class Sampler:
 
 
 def _sample(interval: float) -> None:
-    """The child: a unit every `interval` s until stdin closes, then the times on stdout."""
+    """The child: two units every `interval` s until stdin closes, then the second ones'
+    times on stdout, one a line."""
     done = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
     for _ in range(10):

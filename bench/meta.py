@@ -85,8 +85,8 @@ def steal_line(pct: float) -> str:
 
 def host_line(outcome: Outcome) -> str:
     """The host's slow share over the timed runs (bench/host.py), e.g. "Host cores in the
-    slow mode during the timed runs: median 35% of their time (2-89%, 120 runs; a fast unit
-    277 µs)"; bench.compare reads the median back."""
+    slow mode during the timed runs: median 35% of their time (2%-89%, 120 runs; a fast unit
+    277 µs; ...)"; bench.compare reads the median back."""
     shares = []
     fast = None
     for rows in outcome.results.values():
@@ -100,8 +100,8 @@ def host_line(outcome: Outcome) -> str:
     return (
         f"{HOST_LINE}: median {statistics.median(shares):.0%} of their time "
         f"({min(shares):.0%}-{max(shares):.0%}, {len(shares)} runs; a fast unit "
-        f"{fast:.0f} µs; bench/host.py: a guest's vCPUs run up to 1.8x slower while the "
-        "host's sibling hardware threads are busy, which steal does not show)"
+        f"{fast:.0f} µs; bench/host.py: a unit of Python work taking 1.35x its fast time or "
+        "more, as when the host's sibling hardware threads are busy; steal does not show it)"
     )
 
 

@@ -41,7 +41,7 @@ def render(
         "",
         "Each cell: the run's value, its position in that repeat's order (#1 = first), "
         "the 1-minute load average it started on and the share of its time the host's cores "
-        "were in their slow mode (bench/host.py; a CPU-bound Python relay slows most). Ratios are ours / the other system in the "
+        "were in their slow mode (bench/host.py). Ratios are ours / the other system in the "
         "same repeat (rates: above 1 is ours faster; p99 and added cost: below 1 is ours lower).",
         "",
     ]
