@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from .rounds import every_run
 from .sizes import Sizes
 from .systems import OWN_SYSTEMS
 
 
 def correctness(results: dict[str, list[dict[str, Any]]], sizes: Sizes) -> list[str]:
     failures = []
-    for d in results.get("drain", []):
+    # Every round of a drain (bench/rounds.py), not only the one kept for the ratios.
+    for d in (run for kept in results.get("drain", []) for run in every_run(kept)):
         if d["system"] in OWN_SYSTEMS:
             if not d["complete"]:
                 failures.append(
@@ -86,7 +88,7 @@ def correctness(results: dict[str, list[dict[str, Any]]], sizes: Sizes) -> list[
         for problem in r["problems"]:
             failures.append(f"idle {r['system']}: {problem}")
     for key, rows in results.items():
-        for r in rows:
+        for r in (run for kept in rows for run in every_run(kept)):
             settled = r.get("settle", {})
             if settled.get("checkpoint") != 1 or settled.get("vacuum_analyze") != 1:
                 failures.append(f"{key} {r['system']}: run was not settled before timing")

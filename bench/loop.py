@@ -6,6 +6,8 @@ for each repeat (systems in that repeat's order, bench/order.py):
       copy the run database from the scenario's template, settle it and wait for a quiet
       machine (bench/settle.py), run the timed part, drop the run database, keep the result
       with its repeat, position, case and settle record.
+      A scenario may run a system's case in several rounds (bench/rounds.py: the short
+      drains), interleaved A B B A across the systems; the median round is kept.
 
 Interleaving (every system once per case before the next case) keeps the drift of a shared
 machine from landing on one system. A run that fails, or during which the shared Kafka
@@ -22,6 +24,7 @@ from .context import Context, ensure_templates
 from .envs import log
 from .order import repeat_orders
 from .registry import Case, Result, Scenario
+from .rounds import every_run, keep_median, round_order
 from .settle import settle
 from .sizes import Sizes
 from .systems import System
@@ -107,25 +110,34 @@ def run_plan(ctx: Context, plan: Plan) -> Outcome:
         for scenario in plan.scenarios:
             for case in scenario.cases(plan.sizes):
                 systems = [by_name[n] for n in names if scenario.applies(by_name[n], case)]
+                rounds = {s.name: scenario.rounds(plan.sizes, s) for s in systems}
+                got: dict[str, list[Result]] = {s.name: [] for s in systems}
+                label = scenario.label(case)
+                for index in range(max(rounds.values(), default=0)):
+                    for name in round_order([s.name for s in systems], index):
+                        if index >= rounds[name]:
+                            continue
+                        result = attempt(ctx, scenario, by_name[name], case, plan.sizes, wait_s)
+                        wait_s = plan.run_wait_s
+                        if result is None:
+                            continue
+                        # Its place in this repeat's whole order, also where a scenario runs
+                        # only some of the systems (scale: ours alone).
+                        result.update(repeat=repeat, position=names.index(name), case=label)
+                        got[name].append(result)
+                        of = f"round {index + 1}/{rounds[name]}" if rounds[name] > 1 else ""
+                        head = " ".join(x for x in (scenario.name, name, label, of) if x)
+                        log(f"{head}: {scenario.describe(result)}")
                 for system in systems:
-                    # Its place in this repeat's whole order, also where a scenario runs
-                    # only some of the systems (scale: ours alone).
-                    position = names.index(system.name)
-                    result = attempt(ctx, scenario, system, case, plan.sizes, wait_s)
-                    wait_s = plan.run_wait_s
-                    if result is None:
-                        continue
-                    label = scenario.label(case)
-                    result.update(repeat=repeat, position=position, case=label)
-                    outcome.results[scenario.key].append(result)
-                    head = " ".join(x for x in (scenario.name, system.name, label) if x)
-                    log(f"{head}: {scenario.describe(result)}")
+                    if got[system.name]:
+                        kept = keep_median(got[system.name], scenario.metric)
+                        outcome.results[scenario.key].append(kept)
     return outcome
 
 
 def settle_counts(results: dict[str, list[Result]]) -> dict[str, Any]:
     """How many timed runs there were and how many were settled (both must be equal)."""
-    records = [r["settle"] for rows in results.values() for r in rows]
+    records = [run["settle"] for rows in results.values() for r in rows for run in every_run(r)]
     return {
         "timed_runs": len(records),
         "checkpoints": sum(r["checkpoint"] for r in records),

@@ -16,6 +16,7 @@ from .configs import config_lines
 from .context import PARTITIONS
 from .loop import Outcome, settle_counts
 from .pg import Postgres
+from .rounds import every_run
 from .settle import QUIET_LOAD
 from .sizes import Sizes
 from .systems import OURS_DEBEZIUM, OWN_SYSTEMS, System
@@ -26,7 +27,9 @@ IDLE_BUSY_PCT = 25.0
 
 
 def load_note(outcome: Outcome) -> str:
-    records = [r["settle"] for rows in outcome.results.values() for r in rows]
+    records = [
+        one["settle"] for rows in outcome.results.values() for r in rows for one in every_run(r)
+    ]
     if not records:
         return "No timed run completed."
     loads = [r["load1"] for r in records]
@@ -90,7 +93,7 @@ def host_line(outcome: Outcome) -> str:
     shares = []
     fast = None
     for rows in outcome.results.values():
-        for r in rows:
+        for r in (one for kept in rows for one in every_run(kept)):
             during = r["settle"].get("host_during") or {}
             if during.get("slow_share") is not None:
                 shares.append(float(during["slow_share"]))
@@ -143,6 +146,7 @@ def metadata(
             "done after: " + ", ".join(f"{k} {v:.0f}s" for k, v in fill_seconds.items()),
         ],
         "backlog": sizes.backlog,
+        "drain_rounds": sizes.drain_rounds,
         "scale_step": sizes.scale_step,
         "scale_rate": sizes.scale_rate,
         "idle_warmup": sizes.idle_warmup,

@@ -1,6 +1,7 @@
 """The machine-readable results of a run: results.json (everything but the per-item
 latencies, plus seed, orders, per-repeat ratios and spreads) and results.csv (one row per
-timed run: its value, its ratio to the baseline of the same repeat, the load it started on).
+timed run, every round of a case made in rounds (bench/rounds.py) with whether it was kept:
+its value, its ratio to the baseline kept in the same repeat, the load it started on).
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from typing import Any
 from .loop import Outcome, settle_counts
 from .ratios import BASELINE, all_rows, host_slow, spreads
 from .registry import Scenario
+from .rounds import every_run
 
 CSV_COLUMNS = (
     "scenario",
     "case",
     "repeat",
     "position",
+    "round",
+    "kept",
     "system",
     "metric",
     "value",
@@ -64,7 +68,8 @@ def csv_rows(outcome: Outcome, scenarios: list[Scenario]) -> list[dict[str, Any]
             for r in results
             if r["system"] == BASELINE
         }
-        for r in results:
+        # Every timed run: the kept round of a case made in rounds and the others beside it.
+        for r in (run for kept in results for run in every_run(kept)):
             value = float(r[scenario.metric])
             b = base.get((r["case"], r["repeat"]))
             settled = r["settle"]
@@ -75,6 +80,8 @@ def csv_rows(outcome: Outcome, scenarios: list[Scenario]) -> list[dict[str, Any]
                     "case": r["case"],
                     "repeat": r["repeat"],
                     "position": r["position"],
+                    "round": r.get("round", 0),
+                    "kept": r.get("kept", True),
                     "system": r["system"],
                     "metric": scenario.metric,
                     "value": f"{value:.3f}",

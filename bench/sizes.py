@@ -24,6 +24,9 @@ class Sizes:
     cost_rounds: int
     peer_cap: float
     drain_timeout: float
+    # Drains of the backlog per repeat for ours, ours-debezium and the baseline, the median
+    # kept (bench/rounds.py); the quick run makes two so the rounds are exercised.
+    drain_rounds: int
     # Many workers (bench/scale.py): processes joining one by one, then leaving; seconds
     # between changes; the load's items/s meanwhile.
     scale_workers: int
@@ -65,6 +68,7 @@ FULL = Sizes(
     cost_rounds=3,
     peer_cap=60,
     drain_timeout=300,
+    drain_rounds=3,
     scale_workers=8,
     scale_buckets=256,
     scale_step=5,
@@ -97,6 +101,7 @@ QUICK = Sizes(
     cost_rounds=1,
     peer_cap=60,
     drain_timeout=120,
+    drain_rounds=2,
     scale_workers=3,
     scale_buckets=256,
     scale_step=3,

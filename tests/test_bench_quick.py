@@ -34,11 +34,14 @@ pytestmark = [pytest.mark.bake, pytest.mark.services]
 SEED = 7
 REPEATS = 2
 SYSTEMS = ["ours", "baseline"]
-# Quick sizes: drain with 1 and 2 workers, steady at one rate, inbox, create cost, idle
+# Quick sizes: drain with 1 and 2 workers (two rounds each), steady at one rate, inbox, create cost, idle
 # cost, table growth (0 and 20k delivered rows, 20k purging), memory (a 20k backlog); and
 # for ours alone the many-workers scenario (3 workers joining, then leaving) and the mixed
 # load (api, relay and inbox at once).
-RUNS_PER_SYSTEM_AND_REPEAT = 10
+RUNS_PER_SYSTEM_AND_REPEAT = 12
+# The drains (1 and 2 workers) of ours and the baseline run in rounds, the median kept
+# (bench/rounds.py): two at quick sizes.
+DRAIN_ROUNDS = 2
 OURS_ALONE_PER_REPEAT = 2
 GROWTH_CASES = ["0", "20k", "20k purging"]
 SCALE_WORKERS = 3
@@ -142,10 +145,11 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     for repeat, names in enumerate(expected):
         assert f"repeat {repeat + 1}/{REPEATS}: order {', '.join(names)} (seed {SEED})" in log
         drained = re.findall(
-            r"\[bench\] drain (\w+) w1:",
+            r"\[bench\] drain (\w+) w1 round (\d)/2:",
             log.split(f"repeat {repeat + 1}/{REPEATS}:")[1].split("[bench] repeat ")[0],
         )
-        assert drained == names, (repeat, drained)
+        # Round 1 in the repeat's order, round 2 in reverse (A B B A).
+        assert drained == [(n, "1") for n in names] + [(n, "2") for n in names[::-1]], drained
     for rows in doc["runs"].values():
         for r in rows:
             assert r["system"] == expected[r["repeat"]][r["position"]], r
@@ -167,7 +171,7 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     # run lasted 2 s or more, the same in the CSV, and its median in the Machine lines.
     shares = []
     for rows in doc["runs"].values():
-        for r in rows:
+        for r in (one for kept in rows for one in [kept, *kept.get("other_rounds", [])]):
             during = r["settle"]["host_during"]
             assert during["fast_us"] > 0, r["settle"]
             if during["units"] >= 20:
@@ -220,6 +224,7 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
             and row["case"] == "w1"
             and row["repeat"] == str(r["repeat"])
             and row["system"] == "ours"
+            and row["kept"] == "True"
         )
         # The CSV rounds to 4 decimals: half a unit of the last one either way.
         assert float(csv_ours["vs_baseline"]) == pytest.approx(ratio, rel=1e-3, abs=5.1e-5)
@@ -237,6 +242,45 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     assert spread["max"] == pytest.approx(max(ratios))
     assert spread["n"] == REPEATS
     assert f"| drain | w1 | ours / baseline | {min(ratios):.2f}x |" in report
+
+    # Rounds: each kept drain of ours and the baseline is the lower of its two rounds, both
+    # listed (with the host's share) and the other whole beside it; the CSV has a row per
+    # round, one kept; the report lists every round, the kept one in bold.
+    for r in doc["runs"]["drain"]:
+        made = r["rounds"]
+        assert [x["round"] for x in made] == list(range(DRAIN_ROUNDS)), r
+        assert r["rate"] == min(x["rate"] for x in made), made
+        assert [x["kept"] for x in made].count(True) == 1, made
+        assert made[r["round"]]["kept"], made
+        (other,) = r["other_rounds"]
+        assert other["rate"] == max(x["rate"] for x in made), made
+        assert (other["system"], other["workers"], other["repeat"]) == (
+            r["system"],
+            r["workers"],
+            r["repeat"],
+        )
+        rows = [
+            row
+            for row in table
+            if row["scenario"] == "drain"
+            and row["case"] == f"w{r['workers']}"
+            and row["repeat"] == str(r["repeat"])
+            and row["system"] == r["system"]
+        ]
+        assert sorted((row["round"], row["kept"]) for row in rows) == [
+            (str(i), str(made[i]["kept"])) for i in range(DRAIN_ROUNDS)
+        ], rows
+    ours_w1 = sorted(
+        (r for r in doc["runs"]["drain"] if r["system"] == "ours" and r["workers"] == 1),
+        key=lambda r: r["repeat"],
+    )
+    listed = "; ".join(
+        " / ".join(
+            f"**{x['rate']:,.0f}**" if x["kept"] else f"{x['rate']:,.0f}" for x in r["rounds"]
+        )
+        for r in ours_w1
+    )
+    assert f"- ours, 1 worker(s): {listed}" in report, report
 
     # Relay CPU per message (bench/procs.py's reading is tested on its own below): at quick
     # sizes a drain can be too short to measure (the baseline sends 5,000 messages in tens

@@ -1,0 +1,122 @@
+"""Rounds (bench/rounds.py): a short drain made several times in a repeat, the median kept.
+
+What the ratios use is one real run, the one with the median value (of an even number the
+lower middle); every round stays in the results (its value, host share, whether it was kept)
+and whole beside the kept one, so the correctness checks and the settle counts see every
+timed run; the rounds alternate the systems' order (A B B A) so a drift within a case lands
+on every system alike; only the short drains (ours, ours-debezium, the baseline) get rounds.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT))
+from bench import checks, loop, registry, rounds, sizes, systems
+
+
+def _drain(rate: float, slow: float | None = 0.2, **fields: Any) -> dict[str, Any]:
+    return {
+        "system": "ours",
+        "workers": 1,
+        "rate": rate,
+        "complete": True,
+        "delivered": 100,
+        "order_violations": 0,
+        "keyless": 0,
+        "problems": [],
+        "settle": {
+            "checkpoint": 1,
+            "vacuum_analyze": 1,
+            "quiet": True,
+            "host_during": {"slow_share": slow},
+        },
+        **fields,
+    }
+
+
+def test_the_median_round_is_kept_whole_and_every_round_is_listed() -> None:
+    made = [_drain(30_000, 0.9), _drain(41_000, 0.1), _drain(36_000, 0.4)]
+    kept = rounds.keep_median(made, "rate")
+    assert kept["rate"] == 36_000
+    assert kept["settle"]["host_during"]["slow_share"] == 0.4  # the kept run's own record
+    assert (kept["round"], kept["kept"]) == (2, True)
+    assert kept["rounds"] == [
+        {"round": 0, "rate": 30_000.0, "host_slow": 0.9, "kept": False},
+        {"round": 1, "rate": 41_000.0, "host_slow": 0.1, "kept": False},
+        {"round": 2, "rate": 36_000.0, "host_slow": 0.4, "kept": True},
+    ]
+    assert [(r["rate"], r["round"], r["kept"]) for r in kept["other_rounds"]] == [
+        (30_000, 0, False),
+        (41_000, 1, False),
+    ]
+    assert [r["rate"] for r in rounds.every_run(kept)] == [36_000, 30_000, 41_000]
+
+
+def test_an_even_number_keeps_the_lower_middle_and_one_run_is_left_as_it_is() -> None:
+    kept = rounds.keep_median([_drain(5.0), _drain(3.0)], "rate")
+    assert (kept["rate"], kept["round"]) == (3.0, 1)
+    assert len(kept["other_rounds"]) == 1
+    single = _drain(7.0)
+    assert rounds.keep_median([single], "rate") is single
+    assert "rounds" not in single
+    assert rounds.every_run(single) == [single]
+    with pytest.raises(ValueError, match="at least one"):
+        rounds.keep_median([], "rate")
+
+
+def test_rounds_alternate_the_order() -> None:
+    names = ["baseline", "ours", "ours-debezium"]
+    assert [rounds.round_order(names, i) for i in range(4)] == [
+        names,
+        names[::-1],
+        names,
+        names[::-1],
+    ]
+
+
+def test_a_lost_message_in_a_round_not_kept_still_fails_the_run() -> None:
+    good, bad = _drain(40_000), _drain(20_000, complete=False, delivered=99, order_violations=3)
+    kept = rounds.keep_median([good, bad, _drain(30_000)], "rate")
+    assert kept["rate"] == 30_000
+    failures = checks.correctness({"drain": [kept]}, sizes.FULL)
+    assert failures == [
+        f"drain ours w1: 99/{sizes.FULL.backlog} delivered",
+        "drain ours w1: 3 order violations, 0 keyless",
+    ]
+    bad["settle"]["checkpoint"] = 0
+    assert "drain ours: run was not settled before timing" in checks.correctness(
+        {"drain": [kept]}, sizes.FULL
+    )
+    counts = loop.settle_counts({"drain": [kept]})
+    assert (counts["timed_runs"], counts["checkpoints"]) == (3, 2)
+
+
+def test_only_the_short_drains_run_in_rounds(tmp_path: Path) -> None:
+    def system(name: str, **fields: Any) -> systems.System:
+        return systems.System(name, Path("python"), "driver.py", {}, **fields)
+
+    lineup = [
+        system("ours", inbox=True),
+        system("ours-debezium", boxes_file=tmp_path / "boxes.yaml"),
+        system("baseline", inbox=True),
+        system("faststream-outbox"),
+        system("omni-box"),
+    ]
+    made = {
+        (scenario.name, s.name): scenario.rounds(sizes.FULL, s)
+        for scenario in registry.SCENARIOS
+        for s in lineup
+    }
+    assert {k: v for k, v in made.items() if v != 1} == {
+        ("drain", "ours"): 3,
+        ("drain", "ours-debezium"): 3,
+        ("drain", "baseline"): 3,
+    }
+    assert sizes.QUICK.drain_rounds == 2  # the quick run exercises the rounds too
