@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .rounds import every_run
+from .rounds import all_runs
 from .sizes import Sizes
 from .systems import OWN_SYSTEMS
 
@@ -14,7 +14,7 @@ from .systems import OWN_SYSTEMS
 def correctness(results: dict[str, list[dict[str, Any]]], sizes: Sizes) -> list[str]:
     failures = []
     # Every round of a drain (bench/rounds.py), not only the one kept for the ratios.
-    for d in (run for kept in results.get("drain", []) for run in every_run(kept)):
+    for d in all_runs(results.get("drain", [])):
         if d["system"] in OWN_SYSTEMS:
             if not d["complete"]:
                 failures.append(
@@ -88,7 +88,7 @@ def correctness(results: dict[str, list[dict[str, Any]]], sizes: Sizes) -> list[
         for problem in r["problems"]:
             failures.append(f"idle {r['system']}: {problem}")
     for key, rows in results.items():
-        for r in (run for kept in rows for run in every_run(kept)):
+        for r in all_runs(rows):
             settled = r.get("settle", {})
             if settled.get("checkpoint") != 1 or settled.get("vacuum_analyze") != 1:
                 failures.append(f"{key} {r['system']}: run was not settled before timing")

@@ -24,7 +24,7 @@ from .context import Context, ensure_templates
 from .envs import log
 from .order import repeat_orders
 from .registry import Case, Result, Scenario
-from .rounds import every_run, keep_median, round_order
+from .rounds import all_runs, keep_median, round_order
 from .settle import settle
 from .sizes import Sizes
 from .systems import System
@@ -137,7 +137,7 @@ def run_plan(ctx: Context, plan: Plan) -> Outcome:
 
 def settle_counts(results: dict[str, list[Result]]) -> dict[str, Any]:
     """How many timed runs there were and how many were settled (both must be equal)."""
-    records = [run["settle"] for rows in results.values() for r in rows for run in every_run(r)]
+    records = [r["settle"] for rows in results.values() for r in all_runs(rows)]
     return {
         "timed_runs": len(records),
         "checkpoints": sum(r["checkpoint"] for r in records),

@@ -16,7 +16,7 @@ from .configs import config_lines
 from .context import PARTITIONS
 from .loop import Outcome, settle_counts
 from .pg import Postgres
-from .rounds import every_run
+from .rounds import all_runs
 from .settle import QUIET_LOAD
 from .sizes import Sizes
 from .systems import OURS_DEBEZIUM, OWN_SYSTEMS, System
@@ -27,9 +27,7 @@ IDLE_BUSY_PCT = 25.0
 
 
 def load_note(outcome: Outcome) -> str:
-    records = [
-        one["settle"] for rows in outcome.results.values() for r in rows for one in every_run(r)
-    ]
+    records = [r["settle"] for rows in outcome.results.values() for r in all_runs(rows)]
     if not records:
         return "No timed run completed."
     loads = [r["load1"] for r in records]
@@ -93,7 +91,7 @@ def host_line(outcome: Outcome) -> str:
     shares = []
     fast = None
     for rows in outcome.results.values():
-        for r in (one for kept in rows for one in every_run(kept)):
+        for r in all_runs(rows):
             during = r["settle"].get("host_during") or {}
             if during.get("slow_share") is not None:
                 shares.append(float(during["slow_share"]))

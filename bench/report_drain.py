@@ -73,7 +73,7 @@ def render(drains: list[dict[str, Any]], systems: list[str], meta: dict[str, Any
         "JVM is shared)."
     )
     add("")
-    out += _rounds(drains, systems, meta)
+    out += _rounds(drains, systems)
     out += _machine_cpu(drains, systems)
     debezium = [d for d in drains if d["system"] == OURS_DEBEZIUM]
     if debezium:
@@ -97,7 +97,7 @@ def render(drains: list[dict[str, Any]], systems: list[str], meta: dict[str, Any
     return out
 
 
-def _rounds(drains: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]) -> list[str]:
+def _rounds(drains: list[dict[str, Any]], systems: list[str]) -> list[str]:
     """Every round of the drains made in rounds (bench/rounds.py), the kept one in bold."""
     lines = []
     for workers in sorted({d["workers"] for d in drains}):
@@ -117,7 +117,7 @@ def _rounds(drains: list[dict[str, Any]], systems: list[str], meta: dict[str, An
         return []
     return [
         f"Rounds: each repeat drains ours, {OURS_DEBEZIUM} and the baseline "
-        f"{meta.get('drain_rounds', len(lines))} times (each from a fresh settled copy; the "
+        f"{max(len(d['rounds']) for d in drains if d.get('rounds'))} times (each from a fresh settled copy; the "
         "rounds interleaved across the systems, the repeat's order then reversed), and keeps "
         "the round with the median rate: a drain of 2-5 s falls mostly in one of the host's "
         "fast or slow phases (bench/host.py), and the median of three is steadier than one. "

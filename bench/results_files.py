@@ -15,7 +15,7 @@ from typing import Any
 from .loop import Outcome, settle_counts
 from .ratios import BASELINE, all_rows, host_slow, spreads
 from .registry import Scenario
-from .rounds import every_run
+from .rounds import all_runs
 
 CSV_COLUMNS = (
     "scenario",
@@ -69,7 +69,7 @@ def csv_rows(outcome: Outcome, scenarios: list[Scenario]) -> list[dict[str, Any]
             if r["system"] == BASELINE
         }
         # Every timed run: the kept round of a case made in rounds and the others beside it.
-        for r in (run for kept in results for run in every_run(kept)):
+        for r in all_runs(results):
             value = float(r[scenario.metric])
             b = base.get((r["case"], r["repeat"]))
             settled = r["settle"]

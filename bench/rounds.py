@@ -60,3 +60,8 @@ def keep_median(results: list[Result], metric: str) -> Result:
 def every_run(result: Result) -> list[Result]:
     """The kept run and the rounds beside it: what correctness and settle counts look at."""
     return [result, *result.get("other_rounds", [])]
+
+
+def all_runs(results: list[Result]) -> list[Result]:
+    """Every timed run behind a scenario's kept results, the other rounds included."""
+    return [run for kept in results for run in every_run(kept)]

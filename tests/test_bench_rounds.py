@@ -120,3 +120,17 @@ def test_only_the_short_drains_run_in_rounds(tmp_path: Path) -> None:
         ("drain", "baseline"): 3,
     }
     assert sizes.QUICK.drain_rounds == 2  # the quick run exercises the rounds too
+
+
+def test_the_report_lists_every_round_with_the_kept_one_in_bold() -> None:
+    from bench import report_drain
+    from bench.rounds import keep_median
+
+    def run(rate: float) -> dict[str, object]:
+        return {"system": "ours", "workers": 1, "repeat": 0, "rate": rate, "settle": {}}
+
+    kept = keep_median([run(30_000.0), run(45_000.0), run(38_000.0)], "rate")
+    lines = report_drain._rounds([kept], ["ours", "baseline"])
+    assert "drains ours, ours-debezium and the baseline 3 times" in lines[0]
+    assert lines[2:] == ["- ours, 1 worker(s): 30,000 / 45,000 / **38,000**", ""]
+    assert report_drain._rounds([run(1.0)], ["ours"]) == []
