@@ -27,7 +27,7 @@ def correctness(results: dict[str, list[dict[str, Any]]], sizes: Sizes) -> list[
                 )
         for problem in d["problems"]:
             failures.append(f"drain {d['system']} w{d['workers']}: {problem}")
-    for s in results.get("steady", []):
+    for s in all_runs(results.get("steady", [])):
         if s["system"] in OWN_SYSTEMS and (s["undelivered"] or s["order_violations"]):
             failures.append(
                 f"steady {s['system']} {s['rate']}/s: {s['undelivered']} undelivered, "

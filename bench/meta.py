@@ -145,6 +145,7 @@ def metadata(
         ],
         "backlog": sizes.backlog,
         "drain_rounds": sizes.drain_rounds,
+        "steady_rounds": sizes.steady_rounds,
         "scale_step": sizes.scale_step,
         "scale_rate": sizes.scale_rate,
         "idle_warmup": sizes.idle_warmup,

@@ -44,8 +44,7 @@ def document(
 ) -> dict[str, Any]:
     rows = all_rows(scenarios, outcome.results, systems)
     runs = {
-        key: [{k: v for k, v in r.items() if k != "latencies"} for r in results]
-        for key, results in outcome.results.items()
+        key: [_without_latencies(r) for r in results] for key, results in outcome.results.items()
     }
     return {
         **extra,
@@ -57,6 +56,15 @@ def document(
         "spreads": spreads(rows),
         "runs": runs,
     }
+
+
+def _without_latencies(run: dict[str, Any]) -> dict[str, Any]:
+    """The run without its per-item latencies (the plots' input, tens of thousands of
+    numbers), nor those of the rounds kept beside it (bench/rounds.py)."""
+    out = {k: v for k, v in run.items() if k != "latencies"}
+    if "other_rounds" in out:
+        out["other_rounds"] = [_without_latencies(r) for r in out["other_rounds"]]
+    return out
 
 
 def csv_rows(outcome: Outcome, scenarios: list[Scenario]) -> list[dict[str, Any]]:

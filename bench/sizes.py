@@ -27,6 +27,9 @@ class Sizes:
     # Drains of the backlog per repeat for ours, ours-debezium and the baseline, the median
     # kept (bench/rounds.py); the quick run makes two so the rounds are exercised.
     drain_rounds: int
+    # Steady runs per rate and repeat for the same three systems, the median p99 kept: a
+    # 30-s window's p99 is set by whichever of the host's slow phases fall in it.
+    steady_rounds: int
     # Many workers (bench/scale.py): processes joining one by one, then leaving; seconds
     # between changes; the load's items/s meanwhile.
     scale_workers: int
@@ -69,6 +72,7 @@ FULL = Sizes(
     peer_cap=60,
     drain_timeout=300,
     drain_rounds=3,
+    steady_rounds=3,
     scale_workers=8,
     scale_buckets=256,
     scale_step=5,
@@ -102,6 +106,7 @@ QUICK = Sizes(
     peer_cap=60,
     drain_timeout=120,
     drain_rounds=2,
+    steady_rounds=2,
     scale_workers=3,
     scale_buckets=256,
     scale_step=3,

@@ -118,8 +118,76 @@ def test_only_the_short_drains_run_in_rounds(tmp_path: Path) -> None:
         ("drain", "ours"): 3,
         ("drain", "ours-debezium"): 3,
         ("drain", "baseline"): 3,
+        ("steady", "ours"): 3,
+        ("steady", "ours-debezium"): 3,
+        ("steady", "baseline"): 3,
     }
-    assert sizes.QUICK.drain_rounds == 2  # the quick run exercises the rounds too
+    # The quick run exercises the rounds too.
+    assert (sizes.QUICK.drain_rounds, sizes.QUICK.steady_rounds) == (2, 2)
+
+
+def _steady(p99: float, undelivered: int = 0, violations: int = 0) -> dict[str, Any]:
+    return {
+        "system": "baseline",
+        "rate": 200,
+        "repeat": 0,
+        "p99": p99,
+        "undelivered": undelivered,
+        "order_violations": violations,
+        "latencies": [1.0] * 50,
+        "problems": [],
+        "settle": {
+            "checkpoint": 1,
+            "vacuum_analyze": 1,
+            "quiet": True,
+            "load1": 0.5,
+            "cpu_busy_pct": 2.0,
+            "quiet_wait_s": 1.0,
+            "settle_s": 0.4,
+            "host_during": {"slow_share": 0.5},
+        },
+    }
+
+
+def test_a_steady_round_not_kept_that_lost_items_still_fails_the_run() -> None:
+    kept = rounds.keep_median([_steady(9.0), _steady(250.0, undelivered=7), _steady(6.0)], "p99")
+    assert (kept["p99"], kept["round"]) == (9.0, 0)
+    assert checks.correctness({"steady": [kept]}, sizes.FULL) == [
+        "steady baseline 200/s: 7 undelivered, 0 order violations"
+    ]
+
+
+def test_the_results_file_drops_every_rounds_latencies(tmp_path: Path) -> None:
+    from bench import results_files
+
+    kept = rounds.keep_median([_steady(9.0), _steady(5.0), _steady(7.0)], "p99")
+    kept.update(case="200/s", position=0)
+    for other in kept["other_rounds"]:
+        other.update(case="200/s", position=0, repeat=0)
+    outcome = loop.Outcome(seed=1, orders=[["baseline"]], results={"steady": [kept]})
+    doc = results_files.document(outcome, [registry.BY_NAME["steady"]], ["baseline"], {})
+    (run,) = doc["runs"]["steady"]
+    assert "latencies" not in run
+    assert len(run["other_rounds"]) == 2
+    assert all("latencies" not in r for r in run["other_rounds"])
+    assert len(kept["latencies"]) == 50  # the plots' input stays in memory
+    made = results_files.csv_rows(outcome, [registry.BY_NAME["steady"]])
+    assert [(r["round"], r["kept"], r["value"]) for r in made] == [
+        (2, True, "7.000"),
+        (0, False, "9.000"),
+        (1, False, "5.000"),
+    ]
+
+
+def test_the_steady_report_lists_every_round_with_the_kept_one_in_bold() -> None:
+    from bench import report_steady
+
+    made = [_steady(9.04), _steady(250.0), _steady(6.0)]
+    kept = rounds.keep_median(made, "p99")
+    lines = report_steady._rounds([kept], ["ours", "baseline"])
+    assert "ours-debezium and the baseline 3 times per rate" in lines[0]
+    assert lines[2:] == ["- baseline, 200/s: **9.0** / 250.0 / 6.0", ""]
+    assert report_steady._rounds([_steady(1.0)], ["baseline"]) == []
 
 
 def test_the_report_lists_every_round_with_the_kept_one_in_bold() -> None:
