@@ -87,7 +87,8 @@ def _rounds(steadies: list[dict[str, Any]], systems: list[str]) -> list[str]:
         "rate (each from a fresh settled copy, interleaved across the systems, the repeat's "
         "order then reversed) and keeps the run with the median p99: a window's p99 is set by "
         "whichever of the host's slow phases fall in it (bench/host.py), and the median of "
-        "three windows is steadier than one. Every round's p99 ms per repeat (the kept one in "
+        f"{made} windows is steadier than one. Every round's p99 ms per repeat (the kept one "
+        "in "
         "bold; the table above shows the kept runs):",
         "",
         *lines,
