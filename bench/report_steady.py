@@ -83,13 +83,13 @@ def _rounds(steadies: list[dict[str, Any]], systems: list[str]) -> list[str]:
     if not lines:
         return []
     return [
-        f"Rounds: each repeat runs ours, {OURS_DEBEZIUM} and the baseline {made} times per "
-        "rate (each from a fresh settled copy, interleaved across the systems, the repeat's "
-        "order then reversed) and keeps the run with the median p99: a window's p99 is set by "
-        "whichever of the host's slow phases fall in it (bench/host.py), and the median of "
-        f"{made} windows is steadier than one. Every round's p99 ms per repeat (the kept one "
-        "in "
-        "bold; the table above shows the kept runs):",
+        f"Rounds: each repeat runs ours and the baseline {made} times per rate (each from a "
+        "fresh settled copy, interleaved across the systems, the repeat's order then "
+        "reversed) and keeps the run with the median p99: a window's p99 is set by whichever "
+        f"of the host's slow phases fall in it (bench/host.py), and the median of {made} "
+        f"windows is steadier than one. {OURS_DEBEZIUM} and the peers run once: their p99 is "
+        "set by their own polling. Every round's p99 ms per repeat (the kept one in bold; the "
+        "table above shows the kept runs):",
         "",
         *lines,
         "",

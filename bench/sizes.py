@@ -27,7 +27,7 @@ class Sizes:
     # Drains of the backlog per repeat for ours, ours-debezium and the baseline, the median
     # kept (bench/rounds.py); the quick run makes two so the rounds are exercised.
     drain_rounds: int
-    # Steady runs per rate and repeat for the same three systems, the median p99 kept: a
+    # Steady runs per rate and repeat for ours and the baseline, the median p99 kept: a
     # 30-s window's p99 is set by whichever of the host's slow phases fall in it.
     steady_rounds: int
     # Many workers (bench/scale.py): processes joining one by one, then leaving; seconds

@@ -18,6 +18,8 @@ PLACEHOLDER_TOPIC = "bench-placeholder"
 OURS_DEBEZIUM = "ours-debezium"
 # Not peers: ours (the worker), ours relayed by Debezium, and the raw baseline.
 OWN_SYSTEMS = ("ours", OURS_DEBEZIUM, "baseline")
+# The systems whose steady runs are made in rounds (bench/registry.py says why not the rest).
+STEADY_ROUNDS = ("ours", "baseline")
 
 
 @dataclass

@@ -34,14 +34,15 @@ pytestmark = [pytest.mark.bake, pytest.mark.services]
 SEED = 7
 REPEATS = 2
 SYSTEMS = ["ours", "baseline"]
-# Quick sizes: drain with 1 and 2 workers (two rounds each), steady at one rate, inbox, create cost, idle
-# cost, table growth (0 and 20k delivered rows, 20k purging), memory (a 20k backlog); and
-# for ours alone the many-workers scenario (3 workers joining, then leaving) and the mixed
-# load (api, relay and inbox at once).
-RUNS_PER_SYSTEM_AND_REPEAT = 12
-# The drains (1 and 2 workers) of ours and the baseline run in rounds, the median kept
-# (bench/rounds.py): two at quick sizes.
+# Quick sizes: drain with 1 and 2 workers (two rounds each), steady at one rate (two
+# rounds), inbox, create cost, idle cost, table growth (0 and 20k delivered rows, 20k
+# purging), memory (a 20k backlog); and for ours alone the many-workers scenario (3 workers
+# joining, then leaving) and the mixed load (api, relay and inbox at once).
+RUNS_PER_SYSTEM_AND_REPEAT = 13
+# The drains (1 and 2 workers) and the steady runs of ours and the baseline run in rounds,
+# the median kept (bench/rounds.py): two at quick sizes.
 DRAIN_ROUNDS = 2
+STEADY_ROUNDS = 2
 OURS_ALONE_PER_REPEAT = 2
 GROWTH_CASES = ["0", "20k", "20k purging"]
 SCALE_WORKERS = 3
@@ -281,6 +282,41 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
         for r in ours_w1
     )
     assert f"- ours, 1 worker(s): {listed}" in report, report
+
+    # The steady runs in rounds too: of two, the kept one is the lower p99 (the median of an
+    # even number is its lower middle), every round delivered everything in order, the
+    # CSV has a row per round, and the report lists every round's p99, the kept one in bold.
+    steadies = doc["runs"]["steady"]
+    assert sorted((r["system"], r["repeat"]) for r in steadies) == sorted(
+        (s, rep) for s in SYSTEMS for rep in range(REPEATS)
+    )
+    for r in steadies:
+        made = r["rounds"]
+        assert [x["round"] for x in made] == list(range(STEADY_ROUNDS)), r["rounds"]
+        assert r["p99"] == min(x["p99"] for x in made), made
+        (other,) = r["other_rounds"]
+        assert "latencies" not in r, sorted(r)
+        assert "latencies" not in other, sorted(other)
+        for one in (r, other):
+            assert (one["undelivered"], one["order_violations"]) == (0, 0), one
+        rows = [
+            row
+            for row in table
+            if row["scenario"] == "steady"
+            and row["repeat"] == str(r["repeat"])
+            and row["system"] == r["system"]
+        ]
+        assert sorted(row["kept"] for row in rows) == ["False", "True"], rows
+    for system in SYSTEMS:
+        mine = sorted((r for r in steadies if r["system"] == system), key=lambda r: r["repeat"])
+        listed = "; ".join(
+            " / ".join(
+                f"**{x['p99']:.1f}**" if x["kept"] else f"{x['p99']:.1f}" for x in r["rounds"]
+            )
+            for r in mine
+        )
+        rate = mine[0]["rate"]
+        assert f"- {system}, {rate:,}/s: {listed}" in report, report
 
     # Relay CPU per message (bench/procs.py's reading is tested on its own below): at quick
     # sizes a drain can be too short to measure (the baseline sends 5,000 messages in tens
