@@ -170,8 +170,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         # As the drains: a 30-s window's p99 is set by the host's slow phases that fall in
         # it, so ours and the baseline run each rate in rounds, interleaved A B B A, the
         # median p99 kept. ours-debezium and the peers run once: their p99 is set by their
-        # own polling (Debezium's ~48 ms: three rounds within 2%, bench/notes.md), or is
-        # seconds, not by the host's phases; one more window of theirs only costs time.
+        # own polling (Debezium's 47-49 ms, a rare stall aside: bench/notes.md), or is
+        # seconds, not by the host's phases; more windows of theirs only cost time.
         rounds=lambda sizes, system: sizes.steady_rounds if system.name in STEADY_ROUNDS else 1,
     ),
     Scenario(
