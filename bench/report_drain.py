@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .report_fmt import BASELINE, OURS, median_of, ratio, summary
+from .report_fmt import BASELINE, OURS, median_of, ratio, rounds_listed, summary
 from .report_fmt import table as _table
 from .systems import OURS_DEBEZIUM
 
@@ -103,16 +103,9 @@ def _rounds(drains: list[dict[str, Any]], systems: list[str]) -> list[str]:
     for workers in sorted({d["workers"] for d in drains}):
         for system in systems:
             mine = [d for d in drains if d["system"] == system and d["workers"] == workers]
-            per_repeat = [
-                " / ".join(
-                    f"**{r['rate']:,.0f}**" if r["kept"] else f"{r['rate']:,.0f}"
-                    for r in d["rounds"]
-                )
-                for d in sorted(mine, key=lambda d: d["repeat"])
-                if d.get("rounds")
-            ]
-            if per_repeat:
-                lines.append(f"- {system}, {workers} worker(s): " + "; ".join(per_repeat))
+            listed = rounds_listed(mine, "rate", ",.0f")
+            if listed:
+                lines.append(f"- {system}, {workers} worker(s): {listed}")
     if not lines:
         return []
     return [

@@ -38,6 +38,18 @@ def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x"
 
 
+def rounds_listed(runs: list[dict[str, Any]], metric: str, spec: str) -> str:
+    """Every round's `metric` of runs made in rounds (bench/rounds.py), repeat by repeat:
+    rounds joined by " / ", the kept one in bold, repeats by "; " ("" when none has rounds)."""
+    return "; ".join(
+        " / ".join(
+            f"**{r[metric]:{spec}}**" if r["kept"] else f"{r[metric]:{spec}}" for r in run["rounds"]
+        )
+        for run in sorted(runs, key=lambda run: run["repeat"])
+        if run.get("rounds")
+    )
+
+
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]

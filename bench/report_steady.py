@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .report_fmt import summary
+from .report_fmt import rounds_listed, summary
 from .report_fmt import table as _table
 from .systems import OURS_DEBEZIUM
 
@@ -68,20 +68,13 @@ def _rounds(steadies: list[dict[str, Any]], systems: list[str]) -> list[str]:
     """Every round's p99 of the runs made in rounds (bench/rounds.py), the kept one in bold;
     the table above and the ratios use the kept ones."""
     lines = []
-    made = 0
     for rate, system, mine in _runs(steadies, systems):
-        per_repeat = [
-            " / ".join(
-                f"**{r['p99']:.1f}**" if r["kept"] else f"{r['p99']:.1f}" for r in s["rounds"]
-            )
-            for s in sorted(mine, key=lambda s: s["repeat"])
-            if s.get("rounds")
-        ]
-        if per_repeat:
-            made = max(made, *(len(s["rounds"]) for s in mine if s.get("rounds")))
-            lines.append(f"- {system}, {rate:,}/s: " + "; ".join(per_repeat))
+        listed = rounds_listed(mine, "p99", ".1f")
+        if listed:
+            lines.append(f"- {system}, {rate:,}/s: {listed}")
     if not lines:
         return []
+    made = max(len(s["rounds"]) for s in steadies if s.get("rounds"))
     return [
         f"Rounds: each repeat runs ours and the baseline {made} times per rate (each from a "
         "fresh settled copy, interleaved across the systems, the repeat's order then "

@@ -24,6 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -275,13 +276,7 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
         (r for r in doc["runs"]["drain"] if r["system"] == "ours" and r["workers"] == 1),
         key=lambda r: r["repeat"],
     )
-    listed = "; ".join(
-        " / ".join(
-            f"**{x['rate']:,.0f}**" if x["kept"] else f"{x['rate']:,.0f}" for x in r["rounds"]
-        )
-        for r in ours_w1
-    )
-    assert f"- ours, 1 worker(s): {listed}" in report, report
+    assert f"- ours, 1 worker(s): {_listed(ours_w1, 'rate', ',.0f')}" in report, report
 
     # The steady runs in rounds too: of two, the kept one is the lower p99 (the median of an
     # even number is its lower middle), every round delivered everything in order, the
@@ -309,14 +304,8 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
         assert sorted(row["kept"] for row in rows) == ["False", "True"], rows
     for system in SYSTEMS:
         mine = sorted((r for r in steadies if r["system"] == system), key=lambda r: r["repeat"])
-        listed = "; ".join(
-            " / ".join(
-                f"**{x['p99']:.1f}**" if x["kept"] else f"{x['p99']:.1f}" for x in r["rounds"]
-            )
-            for r in mine
-        )
-        rate = mine[0]["rate"]
-        assert f"- {system}, {rate:,}/s: {listed}" in report, report
+        listed = _listed(mine, "p99", ".1f")
+        assert f"- {system}, {mine[0]['rate']:,}/s: {listed}" in report, report
 
     # Relay CPU per message (bench/procs.py's reading is tested on its own below): at quick
     # sizes a drain can be too short to measure (the baseline sends 5,000 messages in tens
@@ -476,6 +465,17 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     assert "## 9. Mixed load: api, relay and inbox at once" in report
     assert "| memory, relay draining 20,000: peak < 250 MB and flat (ours, every repeat) |" in (
         report
+    )
+
+
+def _listed(runs: list[dict[str, Any]], metric: str, spec: str) -> str:
+    """What the report lists for runs made in rounds, sorted by repeat: each repeat's rounds
+    joined by " / ", the kept one in bold, repeats joined by "; "."""
+    return "; ".join(
+        " / ".join(
+            f"**{x[metric]:{spec}}**" if x["kept"] else f"{x[metric]:{spec}}" for x in r["rounds"]
+        )
+        for r in runs
     )
 
 
