@@ -8,7 +8,7 @@ from typing import Any
 
 from .report_fmt import rounds_listed, summary
 from .report_fmt import table as _table
-from .systems import OURS_DEBEZIUM
+from .systems import OWN_SYSTEMS, STEADY_ROUNDS
 
 
 def render(steadies: list[dict[str, Any]], systems: list[str], meta: dict[str, Any]) -> list[str]:
@@ -75,18 +75,32 @@ def _rounds(steadies: list[dict[str, Any]], systems: list[str]) -> list[str]:
     if not lines:
         return []
     made = max(len(s["rounds"]) for s in steadies if s.get("rounds"))
+    once = [s for s in systems if s not in STEADY_ROUNDS]
+    why_once = ""
+    if len(once) == 1:
+        why_once = f" {_named(once)} runs once: its p99 is set by its own polling."
+    elif once:
+        why_once = f" {_named(once)} run once: their p99 is set by their own polling."
     return [
-        f"Rounds: each repeat runs ours and the baseline {made} times per rate (each from a "
+        f"Rounds: each repeat runs {_named(STEADY_ROUNDS)} {made} times per rate (each from a "
         "fresh settled copy, interleaved across the systems, the repeat's order then "
         "reversed) and keeps the run with the median p99: a window's p99 is set by whichever "
         f"of the host's slow phases fall in it (bench/host.py), and the median of {made} "
-        f"windows is steadier than one. {OURS_DEBEZIUM} and the peers run once: their p99 is "
-        "set by their own polling. Every round's p99 ms per repeat (the kept one in bold; the "
-        "table above shows the kept runs):",
+        f"windows is steadier than one.{why_once} Every round's p99 ms per repeat (the kept "
+        "one in bold; the table above shows the kept runs):",
         "",
         *lines,
         "",
     ]
+
+
+def _named(names: tuple[str, ...] | list[str]) -> str:
+    """Systems named in a sentence, from bench/systems.py rather than by hand: "the
+    baseline", and two or more peers as "the peers"."""
+    peers = [n for n in names if n not in OWN_SYSTEMS]
+    words = ["the baseline" if n == "baseline" else n for n in names if n in OWN_SYSTEMS]
+    words += ["the peers"] if len(peers) > 1 else peers
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
 
 def _by_second(steadies: list[dict[str, Any]], systems: list[str]) -> list[str]:

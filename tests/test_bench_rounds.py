@@ -187,7 +187,16 @@ def test_the_steady_report_lists_every_round_with_the_kept_one_in_bold() -> None
     assert "runs ours and the baseline 3 times per rate" in lines[0]
     assert "the median of 3 windows" in lines[0]
     assert lines[2:] == ["- baseline, 200/s: **9.0** / 250.0 / 6.0", ""]
+    assert "run once" not in lines[0]  # every system of this run is made in rounds
     assert report_steady._rounds([_steady(1.0)], ["baseline"]) == []
+    # The systems run once are named from the run's systems, not by hand.
+    full = ["ours", "ours-debezium", "baseline", "faststream-outbox", "omni-box"]
+    said = report_steady._rounds([kept], full)[0]
+    assert "runs ours and the baseline 3 times" in said
+    assert "ours-debezium and the peers run once" in said
+    said = report_steady._rounds([kept], ["ours", "baseline", "omni-box"])[0]
+    assert "the baseline 3 times per rate" in said
+    assert " omni-box runs once: its p99 is set by its own polling." in said
 
 
 def test_the_report_lists_every_round_with_the_kept_one_in_bold() -> None:
