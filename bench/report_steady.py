@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .report_fmt import rounds_listed, summary
+from .report_fmt import BASELINE, rounds_listed, summary
 from .report_fmt import table as _table
 from .systems import OWN_SYSTEMS, STEADY_ROUNDS
 
@@ -98,7 +98,7 @@ def _named(names: tuple[str, ...] | list[str]) -> str:
     """Systems named in a sentence, from bench/systems.py rather than by hand: "the
     baseline", and two or more peers as "the peers"."""
     peers = [n for n in names if n not in OWN_SYSTEMS]
-    words = ["the baseline" if n == "baseline" else n for n in names if n in OWN_SYSTEMS]
+    words = [f"the {n}" if n == BASELINE else n for n in names if n in OWN_SYSTEMS]
     words += ["the peers"] if len(peers) > 1 else peers
     return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
