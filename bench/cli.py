@@ -56,15 +56,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--wait-quiet",
         type=float,
         default=DEFAULT_WAIT_QUIET_MIN,
-        help="minutes to wait for load < 1.0 before the first timed run (quick: 0)",
+        help="minutes to wait at most for a quiet CPU (bench/settle.py) before the first timed "
+        "run (quick: 0)",
     )
     parser.add_argument(
         "--quiet-wait",
         type=float,
         default=None,
-        help="seconds to wait at most for load < 1.0 before every later timed run "
-        "(default 60: the 1-minute average of a busy run decays from 2 to 1 in ~42 s; quick: 0, "
-        "the load is still measured and recorded)",
+        help="seconds to wait at most for a quiet CPU (bench/settle.py) before every later "
+        "timed run (default 60; quick: 0, the CPU is still measured and recorded)",
     )
     args = parser.parse_args(argv)
     if args.debezium is None:

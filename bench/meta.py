@@ -17,47 +17,40 @@ from .context import PARTITIONS
 from .loop import Outcome, settle_counts
 from .pg import Postgres
 from .rounds import all_runs
-from .settle import QUIET_LOAD
+from .settle import QUIET_ACTIVE_PCT, QUIET_WINDOW_S
 from .sizes import Sizes
 from .systems import OURS_DEBEZIUM, OWN_SYSTEMS, System
-
-# Below this CPU busy share in the second before a start, a load average of 1.0 or more is the
-# previous run's, decaying, not work that competes with the timed run.
-IDLE_BUSY_PCT = 25.0
 
 
 def load_note(outcome: Outcome) -> str:
     records = [r["settle"] for rows in outcome.results.values() for r in all_runs(rows)]
     if not records:
         return "No timed run completed."
-    loads = [r["load1"] for r in records]
+    active = [float(r.get("cpu_active_pct", math.nan)) for r in records]
+    known = [a for a in active if not math.isnan(a)]
     loud = [r for r in records if not r["quiet"]]
     quiet = len(records) - len(loud)
+    measured = (
+        f"median {statistics.median(known):.1f}%, max {max(known):.1f}%; "
+        if known
+        else "not known (no /proc/stat); "
+    )
     text = (
-        f"1-minute load average when the timed runs started: median "
-        f"{statistics.median(loads):.2f}, max {max(loads):.2f}; {quiet} of {len(records)} runs "
-        f"started quiet (load < {QUIET_LOAD})."
+        f"The CPU (every core, I/O wait counted) in the {QUIET_WINDOW_S:g} s before the timed "
+        f"runs started: {measured}{quiet} of {len(records)} runs started quiet (below "
+        f"{QUIET_ACTIVE_PCT:g}% active)."
     )
     if not loud:
         return text
-    busy = statistics.median(float(r.get("cpu_busy_pct", 100.0)) for r in loud)
-    if busy < IDLE_BUSY_PCT:
-        # The 1-minute average decays slowly: after a run that kept both cores busy it
-        # stays above 1.0 for ~40 s although nothing runs any more.
-        text += (
-            f" The {len(loud)} others started while the average still carried the run "
-            f"before them: the CPU was {busy:.0f}% busy (median) in the second before they "
-            "started. The ratios of the same repeat are what to read; section 10 shows the "
-            "load each run started on."
-        )
-    else:
-        text += (
-            f" **Not every run could start on a quiet machine: the CPU was {busy:.0f}% busy "
-            "(median) in the second before the others started (other jobs shared its cores), "
-            "so absolute numbers are low and noisy; the ratios of the same repeat are what to "
-            "read, and section 10 shows the load each run started on.**"
-        )
-    return text
+    busy = [float(r.get("cpu_active_pct", math.nan)) for r in loud]
+    seen = [b for b in busy if not math.isnan(b)]
+    at = f"{statistics.median(seen):.0f}% active (median)" if seen else "of unknown activity"
+    return text + (
+        f" **Not every run could start on a quiet machine: the {len(loud)} others started "
+        f"after the bounded wait with the CPU {at} (other work shared its cores), so their "
+        "absolute numbers are low and noisy; the ratios of the same repeat are what to read, "
+        "and section 10 shows how active the CPU was when each run started.**"
+    )
 
 
 def settle_note(outcome: Outcome, run_wait_s: float) -> str:
@@ -65,8 +58,9 @@ def settle_note(outcome: Outcome, run_wait_s: float) -> str:
     return (
         f"Before each of the {counts['timed_runs']} timed runs: `VACUUM (ANALYZE)` of the "
         f"run's database ({counts['vacuum_analyze']} done), `CHECKPOINT` "
-        f"({counts['checkpoints']} done), then a wait of at most {run_wait_s:.0f} s for a "
-        f"1-minute load below {QUIET_LOAD} ({counts['quiet_at_start']} runs started below it)."
+        f"({counts['checkpoints']} done), then a wait of at most {run_wait_s:.0f} s for the "
+        f"CPU below {QUIET_ACTIVE_PCT:g}% active over {QUIET_WINDOW_S:g} s "
+        f"({counts['quiet_at_start']} runs started quiet)."
     )
 
 

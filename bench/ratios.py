@@ -51,7 +51,7 @@ def repeat_rows(scenario: Scenario, rows: list[Result], systems: list[str]) -> l
                     "metric": scenario.metric,
                     "values": values,
                     "positions": {s: mine[s]["position"] for s in values},
-                    "load1": {s: mine[s]["settle"]["load1"] for s in values},
+                    "cpu_active": {s: mine[s]["settle"]["cpu_active_pct"] for s in values},
                     "host_slow": {s: host_slow(mine[s]) for s in values},
                     "ratios": {s: _ratio(ours, v) for s, v in values.items() if s != OURS},
                 }

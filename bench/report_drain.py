@@ -113,7 +113,7 @@ def _rounds(drains: list[dict[str, Any]], systems: list[str]) -> list[str]:
         f"{max(len(d['rounds']) for d in drains if d.get('rounds'))} times (each from a fresh settled copy; the "
         "rounds interleaved across the systems, the repeat's order then reversed), and keeps "
         "the round with the median rate: a drain of 2-5 s falls mostly in one of the host's "
-        "fast or slow phases (bench/host.py), and the median of three is steadier than one. "
+        "fast or slow phases (bench/host.py), and the median of several is steadier than one. "
         "Every round's msgs/s per repeat (the kept one in bold):",
         "",
         *lines,

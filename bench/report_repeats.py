@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from .ratios import BASELINE, OURS
+from .settle import QUIET_WINDOW_S
 
 
 def _num(value: float | None, digits: int) -> str:
@@ -40,7 +41,8 @@ def render(
         + f". {meta['settle_note']}",
         "",
         "Each cell: the run's value, its position in that repeat's order (#1 = first), "
-        "the 1-minute load average it started on and the share of its time the host's cores "
+        f"how active the CPU was in the {QUIET_WINDOW_S:g} s before it started (every core) "
+        "and the share of its time the host's cores "
         "were in their slow mode (bench/host.py). Ratios are ours / the other system in the "
         "same repeat (rates: above 1 is ours faster; p99 and added cost: below 1 is ours lower).",
         "",
@@ -61,7 +63,7 @@ def render(
                     host = "" if slow is None else f", host slow {slow:.0%}"
                     cells.append(
                         f"{_num(r['values'][s], digits)} (#{r['positions'][s] + 1}, "
-                        f"load {r['load1'][s]:.2f}{host})"
+                        f"CPU {r['cpu_active'][s]:.0f}% active{host})"
                     )
                 else:
                     cells.append("-")

@@ -1,11 +1,15 @@
-"""The report's load note says why runs did not start quiet, from what the CPU did in the
-second before each start: a 1-minute load of 1.0 or more with an idle CPU is the previous
-run's average decaying (the ratios stand), a busy CPU is other work sharing the cores (the
-numbers are noisy, said in bold). An unknown busy share counts as busy."""
+"""The report's load note: how active the CPU was in the window before each timed run
+started, how many runs started quiet (below 10% active over 2 s), and, in bold, when some did
+not: other work shared the cores and their absolute numbers are noisy. An unknown share (no
+/proc/stat) is said as unknown, never as quiet. And the quiet test itself, on this machine."""
 
 from __future__ import annotations
 
+import math
+import os
 import sys
+import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -18,34 +22,86 @@ from bench import meta
 
 def _outcome(*starts: tuple[bool, float]) -> SimpleNamespace:
     runs = [
-        {"settle": {"load1": 0.5 if quiet else 1.3, "quiet": quiet, "cpu_busy_pct": busy}}
-        for quiet, busy in starts
+        {"settle": {"load1": 1.3, "quiet": quiet, "cpu_active_pct": active}}
+        for quiet, active in starts
     ]
     return SimpleNamespace(results={"drain": runs[:1], "steady": runs[1:]})
 
 
 def test_all_quiet_adds_nothing() -> None:
-    note = meta.load_note(_outcome((True, 2.0), (True, 3.0)))
-    assert note.endswith("2 of 2 runs started quiet (load < 1.0).")
+    note = meta.load_note(_outcome((True, 2.0), (True, 3.0), (True, 9.5)))
+    assert note == (
+        "The CPU (every core, I/O wait counted) in the 2 s before the timed runs started: "
+        "median 3.0%, max 9.5%; 3 of 3 runs started quiet (below 10% active)."
+    )
 
 
-def test_a_decaying_average_is_named_as_such() -> None:
-    note = meta.load_note(_outcome((True, 2.0), (False, 3.0), (False, 20.0), (False, 4.0)))
-    assert "1 of 4 runs started quiet" in note
-    assert "The 3 others started while the average still carried the run before them" in note
-    assert "the CPU was 4% busy (median)" in note
-    assert "**" not in note
+@pytest.mark.parametrize(("active", "said"), [(25.0, "25% active"), (80.0, "80% active")])
+def test_a_run_that_started_busy_is_a_warning(active: float, said: str) -> None:
+    note = meta.load_note(_outcome((True, 2.0), (False, active), (False, active)))
+    assert "1 of 3 runs started quiet" in note
+    assert (
+        f"**Not every run could start on a quiet machine: the 2 others started after the "
+        f"bounded wait with the CPU {said} (median)" in note
+    )
+    assert note.endswith("how active the CPU was when each run started.**")
 
 
-@pytest.mark.parametrize("busy", [25.0, 80.0, float("nan")])
-def test_a_busy_cpu_is_a_warning(busy: float) -> None:
-    note = meta.load_note(_outcome((True, 2.0), (False, busy)))
-    assert "**Not every run could start on a quiet machine" in note
-    assert "other jobs shared its cores" in note
+def test_an_unknown_share_is_not_quiet() -> None:
+    note = meta.load_note(_outcome((False, math.nan), (False, math.nan)))
+    assert "not known (no /proc/stat); 0 of 2 runs started quiet" in note
+    assert "with the CPU of unknown activity" in note
 
 
 def test_no_run_at_all() -> None:
     assert meta.load_note(SimpleNamespace(results={})) == "No timed run completed."
+
+
+def test_the_quiet_test_waits_for_the_cpu_not_the_load_average() -> None:
+    from bench import machine
+
+    # This machine between tests: quiet within the bound (a window or a few).
+    started = time.monotonic()
+    quiet, active, waited = machine.wait_for_quiet(50.0, 0.5, 10.0)
+    assert quiet
+    assert 0.0 <= active < 50.0
+    assert waited < 10.0
+    assert time.monotonic() - started >= 0.5  # at least one window was measured
+    # A threshold no machine is under: it measures until the bound, then runs anyway.
+    started = time.monotonic()
+    quiet, active, waited = machine.wait_for_quiet(0.0, 0.5, 1.2)
+    assert not quiet
+    assert active >= 0.0
+    assert 1.2 <= waited < 3.0
+    assert time.monotonic() - started >= 1.2
+    # A wait of 0 still measures one window and records it.
+    quiet, active, waited = machine.wait_for_quiet(0.0, 0.3, 0.0)
+    assert not quiet
+    assert not math.isnan(active)
+    assert 0.3 <= waited < 1.0
+
+
+def test_a_busy_cpu_is_not_quiet() -> None:
+    from bench import machine
+
+    stop = time.monotonic() + 1.5
+    spins = 0
+
+    def spin() -> None:
+        nonlocal spins
+        while time.monotonic() < stop:
+            spins += 1
+
+    worker = threading.Thread(target=spin)
+    worker.start()
+    try:
+        # One core spinning is half of two cores, a quarter of four: never below 10%.
+        quiet, active, _ = machine.wait_for_quiet(10.0, 0.5, 0.0)
+    finally:
+        worker.join()
+    assert not quiet
+    assert active >= 100.0 / (os.cpu_count() or 1) * 0.8
+    assert spins > 0
 
 
 CPUINFO = """processor\t: 0
