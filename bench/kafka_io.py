@@ -14,7 +14,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_CREATE_TIME,
+    Consumer,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 SEQ_MARK = b'"bench_seq":'
@@ -136,6 +142,10 @@ class Seen:
 class ReadResult:
     messages: list[Seen] = field(default_factory=list)
     first_at: dict[int, float] = field(default_factory=dict)
+    # The Kafka timestamp of each sequence number's first copy, when the producer stamped it
+    # (CreateTime: librdkafka and aiokafka take the clock when produce()/send() is called,
+    # in whole milliseconds); none for a broker-stamped (LogAppendTime) message.
+    created_at: dict[int, float] = field(default_factory=dict)
     unparsed: int = 0
 
     @property
@@ -234,7 +244,11 @@ class TopicReader(threading.Thread):
                             now,
                         )
                     )
-                    result.first_at.setdefault(seq, now)
+                    if seq not in result.first_at:
+                        result.first_at[seq] = now
+                        kind, stamp = message.timestamp()
+                        if kind == TIMESTAMP_CREATE_TIME:
+                            result.created_at[seq] = stamp / 1000
                 if len(result.first_at) >= self.expected:
                     self.complete.set()
                     break

@@ -6,6 +6,14 @@ Besides the run's percentiles it keeps two things that tell a tail apart from a 
 - `p99_by_second`: the p99 of the items committed in each second of the measured window. A
   run whose p99 comes from one stall has one or two seconds far above the others; a run
   whose every second is a little slower has a flat series at its p99.
+- `produce_split`: each item's latency cut at the moment its relay called `produce()` (the
+  message's Kafka CreateTime): commit -> produce (the relay's wake-up, claim and build) and
+  produce -> reader (the producer's batching, the broker, the reader's fetch), p50 and p99 of
+  each. A tail made in the relay shows on the first side only; a busier machine slows both.
+  CreateTime is in whole milliseconds (taken at the produce call, truncated), so the first
+  part reads up to 1 ms low and the second as much high, for every system alike. None for
+  ours-debezium: Debezium's outbox event router stamps its records with the change event's
+  time, not a produce call's.
 - `machine_cpu` and `cpu_us_per_msg`: the machine's CPU per committed item over the load
   (warm-up included), split as in the drain (bench/cpu_split.py), and the relay's own. The
   load process is in "other". At 2,000 items/s the cores are far from full, so this says
@@ -69,6 +77,34 @@ def worst_second(series: list[float | None]) -> dict[str, Any] | None:
         "worst_at_s": index,
         "seconds_over_2x": sum(1 for _, v in known if v > 2 * median),
         "seconds": len(known),
+    }
+
+
+def produce_split(
+    commits: dict[int, float],
+    first_at: dict[int, float],
+    created_at: dict[int, float],
+    skip: int,
+) -> dict[str, float | int] | None:
+    """The measured items' latency in two parts at their produce call (ms): p50 and p99 of
+    commit -> CreateTime and of CreateTime -> the reader's receipt, over the items (sequence
+    numbers >= `skip`) that were delivered with a producer's timestamp. None when none was."""
+    before: list[float] = []
+    after: list[float] = []
+    for seq, committed in commits.items():
+        created, seen = created_at.get(seq), first_at.get(seq)
+        if seq < skip or created is None or seen is None:
+            continue
+        before.append((created - committed) * 1000)
+        after.append((seen - created) * 1000)
+    if not before:
+        return None
+    return {
+        "items": len(before),
+        "to_produce_p50": percentile(before, 50),
+        "to_produce_p99": percentile(before, 99),
+        "after_produce_p50": percentile(after, 50),
+        "after_produce_p99": percentile(after, 99),
     }
 
 
@@ -146,6 +182,9 @@ def steady(ctx: Context, system: System, run_db: str, sizes: Sizes, case: Case) 
         "latencies": latencies,
         "p99_by_second": series,
         "worst_second": worst_second(series),
+        "produce_split": None
+        if system.debezium
+        else produce_split(commits, seen.first_at, seen.created_at, skip),
         "cpu_us_per_msg": relay_us,
         "machine_cpu": machine,
         "duplicates": seen.duplicates(),

@@ -302,6 +302,15 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
         assert "latencies" not in other, sorted(other)
         for one in (r, other):
             assert (one["undelivered"], one["order_violations"]) == (0, 0), one
+            # Every delivered item carries its producer's timestamp, and its part before the
+            # produce call is shorter than its whole latency (the timestamp is truncated to
+            # the millisecond, never later than the call), so the parts' percentiles are
+            # bounded by the whole's; the part after it is positive.
+            cut = one["produce_split"]
+            assert cut["items"] == one["items"], (cut, one["items"])
+            assert cut["to_produce_p50"] <= one["p50"], (cut, one["p50"])
+            assert cut["to_produce_p99"] <= one["p99"], (cut, one["p99"])
+            assert 0 < cut["after_produce_p50"] <= cut["after_produce_p99"], cut
         rows = [
             row
             for row in table
@@ -314,6 +323,11 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
         mine = sorted((r for r in steadies if r["system"] == system), key=lambda r: r["repeat"])
         listed = _listed(mine, "p99", ".1f")
         assert f"- {system}, {mine[0]['rate']:,}/s: {listed}" in report, report
+        cuts = [
+            " / ".join(f"{r['produce_split'][key]:.1f}" for r in mine)
+            for key in ("to_produce_p50", "to_produce_p99")
+        ]
+        assert f"| {system} | {mine[0]['rate']:,} | {cuts[0]} | {cuts[1]} |" in report, report
 
     # Relay CPU per message (bench/procs.py's reading is tested on its own below): at quick
     # sizes a drain can be too short to measure (the baseline sends 5,000 messages in tens

@@ -88,3 +88,59 @@ def test_the_report_shows_every_repeat_in_order() -> None:
     assert "41.0 (40.0-42.0)" in rows[0]
     assert "9.0 (s 1)" in rows[1]
     assert report_steady._by_second([{"system": "ours", "rate": 200}], ["ours"]) == []
+
+
+def test_the_split_at_the_produce_call_cuts_each_item_in_two() -> None:
+    # 100 measured items after 10 of warm-up: items 10-98 are produced 1 ms after their
+    # commit and read 3 ms after that; item 99 waits 40 ms in the relay, then 3 ms; item 50
+    # has no producer timestamp (a broker-stamped message) and item 60 never arrived: both
+    # are left out.
+    commits = {seq: 1000.0 + seq / 100 for seq in range(110)}
+    created = {seq: t + 0.001 for seq, t in commits.items()}
+    created[99] = commits[99] + 0.040
+    first_at = {seq: created[seq] + 0.003 for seq in commits}
+    del created[50], first_at[60]
+    cut = steady.produce_split(commits, first_at, created, skip=10)
+    assert cut is not None
+    assert cut["items"] == 98
+    assert round(cut["to_produce_p50"], 6) == 1.0
+    assert round(cut["after_produce_p50"], 6) == 3.0
+    assert round(cut["after_produce_p99"], 6) == 3.0
+    # The one slow item is the top 1% of 98: p99 is the 97th of 98 sorted, still 1 ms; two
+    # slow items put it at 40 ms, and only on the relay's side.
+    assert round(cut["to_produce_p99"], 6) == 1.0
+    created[98] = commits[98] + 0.040
+    first_at[98] = created[98] + 0.003
+    cut = steady.produce_split(commits, first_at, created, skip=10)
+    assert cut is not None
+    assert round(cut["to_produce_p99"], 6) == 40.0
+    assert round(cut["after_produce_p99"], 6) == 3.0
+    assert steady.produce_split(commits, first_at, {}, skip=10) is None
+    assert steady.produce_split(commits, first_at, created, skip=10_000) is None
+
+
+def test_the_report_shows_the_split_per_repeat_and_leaves_out_runs_without_one() -> None:
+    def run(system: str, before: float, after: float) -> dict:
+        return {
+            "system": system,
+            "rate": 2000,
+            "produce_split": {
+                "items": 60_000,
+                "to_produce_p50": before / 4,
+                "to_produce_p99": before,
+                "after_produce_p50": after / 2,
+                "after_produce_p99": after,
+            },
+        }
+
+    debezium = {"system": "ours-debezium", "rate": 2000, "produce_split": None}
+    lines = report_steady._split(
+        [run("ours", 9.7, 9.1), run("ours", 7.2, 6.6), run("baseline", 5.3, 6.1), debezium],
+        ["ours", "ours-debezium", "baseline"],
+    )
+    rows = [line for line in lines if line.startswith("| ")][2:]
+    assert rows == [
+        "| ours | 2,000 | 2.4 / 1.8 | 9.7 / 7.2 | 4.5 / 3.3 | 9.1 / 6.6 |",
+        "| baseline | 2,000 | 1.3 | 5.3 | 3.0 | 6.1 |",
+    ]
+    assert report_steady._split([debezium], ["ours-debezium"]) == []
