@@ -79,6 +79,12 @@ def _flush_ends(session: Session, *_args: Any) -> None:
 
 
 def _clear_flushing(conn: Any) -> None:
+    # An invalidated connection (a statement cancelled by its task, a server gone away) has
+    # no DBAPI connection, and reading `conn.info` would try to reconnect inside the failed
+    # transaction (PendingRollbackError, which would hide the real error). Nothing to clear
+    # there: the pool empties a connection's `info` when it replaces the invalidated one.
+    if conn.invalidated or conn.closed:
+        return
     conn.info.pop(FLUSHING, None)
 
 
