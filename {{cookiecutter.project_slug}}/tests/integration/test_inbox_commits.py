@@ -8,7 +8,9 @@ the loop, and check that commits handed over in order land in order (on the cons
 Kafka thread, behind the fetch). And a commit that did not hold, refused by the broker or
 undone by an older one applied after it, is made again once the input runs dry: the
 broker refuses for real (offset metadata over its 4,096-byte limit) and an older commit is
-really applied after a newer one.
+really applied after a newer one. And a batch whose partition a rebalance took while it
+was stored does not commit that partition: two consumers of one group rebalance for real,
+and the broker would apply the old owner's commit over the new owner's.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from {{ cookiecutter.package_name }}.container import Container
 from outbox_engine.inbox import consumer as consumer_module
@@ -256,3 +260,100 @@ async def test_an_older_commit_applied_after_a_newer_one_is_undone_once_the_inpu
         assert await all_committed()
         assert counts["commits"] >= 3, counts  # two batches and the newest again
     assert len(await stored(container)) == 4
+
+
+def _group_member(kafka: dict[str, Any], group: str, **callbacks: Any) -> Consumer:
+    return Consumer(
+        {
+            **kafka,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "cooperative-sticky",
+        },
+        **callbacks,
+    )
+
+
+def _held(consumer: Consumer) -> set[int]:
+    return {tp.partition for tp in consumer.assignment()}
+
+
+async def test_a_batch_stored_while_a_rebalance_took_its_partition_does_not_commit_it(
+    container: Container, topic: str
+) -> None:
+    kafka: dict[str, Any] = {**container.settings().kafka_config()}
+    admin = AdminClient(kafka)
+    admin.create_topics([NewTopic(topic, num_partitions=2)])[topic].result(timeout=60)
+    producer = Producer(kafka)
+    for partition in (0, 1):
+        for n in range(20):
+            producer.produce(topic, value=b"%d" % n, partition=partition)
+    assert producer.flush(30) == 0
+    group = f"test-rebalance-{uuid.uuid4().hex[:8]}"
+    thread = ConsumerThread("old")  # every call on the old owner, as the consumer makes them
+    commits = OffsetCommits(thread, lambda _error, _offsets: None)
+    old = _group_member(kafka, group)
+    new = _group_member(kafka, group)
+
+    def subscribe_old() -> None:
+        old.subscribe([topic], on_revoke=lambda _c, parts: commits.forget(parts))
+
+    async def committed() -> dict[int, int]:
+        found = await asyncio.to_thread(
+            new.committed, [TopicPartition(topic, p) for p in (0, 1)], timeout=30
+        )
+        return {tp.partition: tp.offset for tp in found}
+
+    try:
+        await thread.call(subscribe_old)
+
+        async def old_holds_both() -> bool:
+            await thread.call(old.poll, 0.2)
+            return await thread.call(_held, old) == {0, 1}
+
+        await wait_for(old_holds_both, within=60, interval=0)
+        commits.send(old, [TopicPartition(topic, 0, 5), TopicPartition(topic, 1, 5)])
+        await commits.drain()
+
+        async def first_commit_holds() -> bool:
+            await thread.call(old.poll, 0.1)  # serves the answer
+            return await committed() == {0: 5, 1: 5}
+
+        await wait_for(first_commit_holds, within=30, interval=0)
+
+        # A second member joins: the cooperative rebalance moves one partition to it.
+        await asyncio.to_thread(new.subscribe, [topic])
+
+        async def one_each() -> bool:
+            await asyncio.gather(thread.call(old.poll, 0.2), asyncio.to_thread(new.poll, 0.2))
+            held_old = await thread.call(_held, old)
+            return len(held_old) == 1 and held_old | await asyncio.to_thread(_held, new) == {
+                0,
+                1,
+            }
+
+        await wait_for(one_each, within=60, interval=0)
+        (kept,) = await thread.call(_held, old)
+        moved = 1 - kept
+        # The new owner stores and commits past where the old one stopped ...
+        await asyncio.to_thread(
+            new.commit, offsets=[TopicPartition(topic, moved, 15)], asynchronous=False
+        )
+        # ... and then the old owner's batch, stored while the rebalance took `moved`,
+        # has its offsets handed over.
+        commits.send(old, [TopicPartition(topic, moved, 10), TopicPartition(topic, kept, 8)])
+        await commits.drain()
+
+        async def kept_committed() -> bool:
+            await thread.call(old.poll, 0.1)
+            return (await committed())[kept] == 8
+
+        await wait_for(kept_committed, within=30, interval=0)
+        await asyncio.sleep(1.0)  # a commit of `moved`, had one gone out, lands meanwhile
+        assert await committed() == {moved: 15, kept: 8}
+        assert (commits.sent, commits.withheld) == (2, 1)
+    finally:
+        await thread.call(old.close)
+        thread.close()
+        await asyncio.to_thread(new.close)

@@ -157,3 +157,53 @@ async def test_a_commit_the_client_refuses_at_once_is_settled_too() -> None:
         assert client.commits == [[("t", 0, 4)]]
     finally:
         thread.close()
+
+
+async def test_a_batch_stored_after_its_partition_was_revoked_commits_only_what_is_held() -> None:
+    """A rebalance took t[0] while a batch of t[0] and t[1] was stored: its commit goes out
+    for t[1] alone (an old t[0] offset would set the new owner's back)."""
+    thread = ConsumerThread("test")
+    commits = OffsetCommits(thread, lambda _error, _offsets: None)
+    client = Client([("t", 0), ("t", 1)])
+    try:
+        commits.send(cast(Consumer, client), [TopicPartition("t", 0, 5)])
+        await commits.drain()
+        commits.forget([TopicPartition("t", 0)])  # on_revoke, inside the fetch
+        client.assigned = [("t", 1)]
+        commits.send(
+            cast(Consumer, client), [TopicPartition("t", 0, 10), TopicPartition("t", 1, 7)]
+        )
+        commits.send(cast(Consumer, client), [TopicPartition("t", 0, 12)])  # nothing held
+        await commits.drain()
+        assert client.commits == [[("t", 0, 5)], [("t", 1, 7)]]
+        assert (commits.sent, commits.withheld) == (2, 2)
+        # Nothing of t[0] is left to settle, even after an answer that went wrong.
+        commits.confirm(None, [answer("t", 0, 10, REFUSED)])
+        await _settled(commits, client)
+        assert client.commits == [[("t", 0, 5)], [("t", 1, 7)]]
+    finally:
+        thread.close()
+
+
+async def test_a_commit_whose_assignment_cannot_be_read_is_made_when_settling() -> None:
+    class Unreadable(Client):
+        broken = True
+
+        def assignment(self) -> list[TopicPartition]:
+            if self.broken:
+                raise KafkaException(KafkaError(KafkaError._STATE))
+            return super().assignment()
+
+    thread = ConsumerThread("test")
+    commits = OffsetCommits(thread, lambda _error, _offsets: None)
+    client = Unreadable([("t", 0)])
+    try:
+        commits.send(cast(Consumer, client), [TopicPartition("t", 0, 4)])
+        await commits.drain()
+        assert (client.commits, commits.sent) == ([], 0)
+        client.broken = False
+        await _settled(commits, client)
+        assert client.commits == [[("t", 0, 4)]]
+        assert commits.resent == 1
+    finally:
+        thread.close()

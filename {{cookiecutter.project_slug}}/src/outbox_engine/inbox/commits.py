@@ -24,6 +24,17 @@ empty, and before it closes) commits the newest offset again for each partition 
 assigned whose answer was a refusal or went backwards. A partition revoked is forgotten
 (`forget`, the consumer's `on_revoke`): its new owner commits it from then on, and an old
 offset sent for it later could undo that owner's work.
+
+So a commit is only ever sent for partitions the consumer still holds. A batch can be
+written while a rebalance takes its partition (the revocation runs inside the fetch that
+overlaps the write, or while a write waits out a database outage), and its commit comes
+after. The broker does not check who holds a partition (only the group's generation, which
+a cooperative rebalance leaves current for the partitions kept), so that commit was
+applied: it set the group's offset back behind what the new owner had committed, and once
+the input ran dry nothing moved it forward again (tests/integration/test_inbox_commits.py
+has a real broker do so). The partitions no longer assigned are left out of the commit
+(`withheld` counts them); the new owner reads from the group's offset and the unique uuid
+absorbs what was stored twice.
 """
 
 from __future__ import annotations
@@ -62,6 +73,8 @@ class OffsetCommits:
         self.sent = 0
         # Commits sent again by `settle` (each covers every partition it found unsettled).
         self.resent = 0
+        # Partition offsets left out of a commit: no longer assigned when it was sent.
+        self.withheld = 0
 
     def send(self, consumer: Consumer, offsets: list[TopicPartition]) -> None:
         """Commit `offsets` (asynchronously: answered through `confirm`) after every commit
@@ -80,6 +93,14 @@ class OffsetCommits:
         for tp in offsets:
             self._newest[(tp.topic, tp.partition)] = tp.offset
         try:
+            offsets = self._held(consumer, offsets)
+        except Exception:  # the client cannot say what it holds: try again when settling
+            self._unsettled.update((tp.topic, tp.partition) for tp in offsets)
+            log.exception("reading the consumer's assignment failed; not committing now")
+            return
+        if not offsets:
+            return
+        try:
             consumer.commit(offsets=offsets, asynchronous=True)
         except KafkaException as exc:
             # The batch is stored: a commit that is lost only means it is read again, and
@@ -89,6 +110,28 @@ class OffsetCommits:
         except Exception:  # a commit must never stop the next ones
             log.exception("offset commit failed; the batch will be read again")
         self.sent += 1
+
+    def _held(self, consumer: Consumer, offsets: list[TopicPartition]) -> list[TopicPartition]:
+        """The offsets of the partitions the consumer still holds (see the module's
+        docstring); the others are logged and forgotten. On the Kafka thread, as the
+        revocations are, so the assignment read here is the one the commit goes out under."""
+        assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        held = [tp for tp in offsets if (tp.topic, tp.partition) in assigned]
+        if len(held) < len(offsets):
+            gone = [tp for tp in offsets if (tp.topic, tp.partition) not in assigned]
+            for tp in gone:
+                self._drop((tp.topic, tp.partition))
+            self.withheld += len(gone)
+            REPEATS.log(
+                log,
+                logging.INFO,
+                "not committing "
+                + ", ".join(f"{tp.topic}[{tp.partition}] ({tp.offset})" for tp in gone)
+                + ": no longer assigned to this consumer (a rebalance took them while the "
+                "batch was stored); their new owner reads from the group's offset",
+                key="commit withheld: partition no longer assigned",
+            )
+        return held
 
     def confirm(self, error: KafkaError | None, partitions: list[TopicPartition]) -> list[str]:
         """Record the broker's answer to a commit; returns what went wrong, one line per
