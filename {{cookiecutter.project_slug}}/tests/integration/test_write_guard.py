@@ -47,10 +47,20 @@ async def _terminate(container: Container, pid: int) -> None:
     assert killed is True
 
 
-async def _bulk_delete_is_refused(engine: AsyncEngine) -> None:
+async def _works_and_still_guards(engine: AsyncEngine, rows: int = 0) -> None:
+    """The one connection is usable again, carries no flushing mark, and the next bulk
+    write is refused."""
+    async with engine.connect() as conn:
+        assert FLUSHING not in conn.info
+        assert await conn.scalar(text("SELECT count(*) FROM replicated_things")) == rows
     with pytest.raises(UnguardedWriteError, match="DELETE FROM replicated_things"):
         async with engine.begin() as conn:
             await conn.execute(text("DELETE FROM replicated_things"))
+
+
+def _is_the_disconnect(error: DBAPIError) -> None:
+    assert not isinstance(error, PendingRollbackError)
+    assert error.connection_invalidated is True
 
 
 async def test_a_statement_cancelled_under_the_guard_raises_the_cancellation(
@@ -71,10 +81,7 @@ async def test_a_statement_cancelled_under_the_guard_raises_the_cancellation(
     done, _ = await asyncio.wait([task], timeout=10)
     assert done == {task}
     assert task.cancelled(), f"expected the cancellation, got {task.exception()!r}"
-    # The one connection is back in the pool and works, and the guard still guards.
-    async with one_connection.connect() as conn:
-        assert await conn.scalar(text("SELECT 41 + 1")) == 42
-    await _bulk_delete_is_refused(one_connection)
+    await _works_and_still_guards(one_connection)
 
 
 async def test_a_connection_terminated_mid_transaction_raises_the_disconnect(
@@ -89,11 +96,8 @@ async def test_a_connection_terminated_mid_transaction_raises_the_disconnect(
 
     with pytest.raises(DBAPIError) as raised:
         await killed_mid_transaction()
-    assert not isinstance(raised.value, PendingRollbackError)
-    assert raised.value.connection_invalidated is True
-    async with one_connection.connect() as conn:
-        assert await conn.scalar(text("SELECT count(*) FROM replicated_things")) == 0
-    await _bulk_delete_is_refused(one_connection)
+    _is_the_disconnect(raised.value)
+    await _works_and_still_guards(one_connection)
 
 
 async def test_a_flush_that_loses_its_connection_leaves_no_flushing_mark(
@@ -113,17 +117,9 @@ async def test_a_flush_that_loses_its_connection_leaves_no_flushing_mark(
 
     with pytest.raises(DBAPIError) as raised:
         await killed_before_the_flush()
-    assert not isinstance(raised.value, PendingRollbackError)
-    assert raised.value.connection_invalidated is True
-    async with one_connection.connect() as conn:
-        assert FLUSHING not in conn.info
-        assert await conn.scalar(text("SELECT count(*) FROM replicated_things")) == 0
-    await _bulk_delete_is_refused(one_connection)
+    _is_the_disconnect(raised.value)
+    await _works_and_still_guards(one_connection)
     # And a flush that works still writes through the guard, then clears its mark.
     async with sessions() as session, session.begin():
         session.add(Thing(account_id=7, name="kept"))
-    async with one_connection.connect() as conn:
-        assert FLUSHING not in conn.info
-        names = (await conn.execute(text("SELECT name FROM replicated_things"))).scalars()
-        assert list(names) == ["kept"]
-    await _bulk_delete_is_refused(one_connection)
+    await _works_and_still_guards(one_connection, rows=1)
