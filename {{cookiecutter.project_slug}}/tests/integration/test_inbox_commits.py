@@ -262,7 +262,8 @@ async def test_an_older_commit_applied_after_a_newer_one_is_undone_once_the_inpu
     assert len(await stored(container)) == 4
 
 
-def _group_member(kafka: dict[str, Any], group: str, **callbacks: Any) -> Consumer:
+def _group_member(kafka: dict[str, Any], group: str) -> Consumer:
+    """A member of `group` with the inbox consumer's commit and assignment settings."""
     return Consumer(
         {
             **kafka,
@@ -270,8 +271,7 @@ def _group_member(kafka: dict[str, Any], group: str, **callbacks: Any) -> Consum
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "partition.assignment.strategy": "cooperative-sticky",
-        },
-        **callbacks,
+        }
     )
 
 
