@@ -23,6 +23,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+from outbox_engine.relay.lane_group import LaneGroup
 from outbox_engine.relay.pacing import Flag, Pacer
 from outbox_engine.store.items import ItemReads, due_lanes
 from outbox_engine.store.ownership import BoxOwnership
@@ -37,14 +38,22 @@ LaneKey = tuple[str, int]
 
 @dataclass
 class IdleLane:
-    """A lane waiting for work: its box's ownership, its number, its box's reads and the
-    event that wakes it."""
+    """A lane waiting for work: its box's ownership, its number, its box's reads, the
+    event that wakes it and its box's lane group (which buckets it claims for now)."""
 
     state: BoxOwnership
     lane: int
     reads: ItemReads
     wake: Flag
+    group: LaneGroup | None = None  # None: its own buckets, always
     next_at: float = 0.0  # loop time of its next probe
+
+    def buckets(self) -> list[int]:
+        """The owned buckets this lane would claim now (relay/lane_group.py)."""
+        if self.group is None:
+            return self.state.lane_buckets(self.lane)
+        lanes = self.group.claims_for(self.lane)
+        return self.state.buckets_of(lanes) if lanes else []
 
 
 class IdleProbe:
@@ -104,7 +113,7 @@ class IdleProbe:
             if paused.box_paused(box):
                 continue
             skip = paused.paused_buckets(box)
-            buckets = [b for b in lane.state.lane_buckets(lane.lane) if b not in skip]
+            buckets = [b for b in lane.buckets() if b not in skip]
             if buckets:
                 checks.append((lane.reads, buckets, sorted(paused.paused_keys(box))))
                 probed.append(lane)

@@ -13,15 +13,20 @@ finds Kafka answering again or replaces the producer's client (`recovered`, for 
 that relay to Kafka), and then started over, so delivery resumes within a check (and the
 broker's own start) of its return, not up to 30 s later. Each turn stamps a tick;
 `liveness()` fails when a lane stops turning.
+
+The lanes of a box claim apart only while there is a backlog: at a steady rate lane 0
+claims for all of them (relay/lane_group.py says when and why).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import AsyncExitStack
 
 from outbox_engine.relay.idle_probe import IdleLane, IdleProbe
-from outbox_engine.relay.pacing import DB_ERRORS, Flag, Pacer, Pulse
+from outbox_engine.relay.lane_group import LaneGroup
+from outbox_engine.relay.pacing import DB_ERRORS, Pacer, Pulse
 from outbox_engine.relay.processor import BoxProcessor
 from outbox_engine.store.ownership import BoxOwnership
 from outbox_engine.store.pauses import PauseReader
@@ -56,13 +61,16 @@ class Lanes:
         state: BoxOwnership,
         lane: int,
         processor: BoxProcessor,
-        wake: Flag,
+        group: LaneGroup,
         recovered: Pulse | None = None,
     ) -> None:
-        """Process lane `lane` of `state.box` until the worker stops. `recovered` fires
-        when the box's destination may be back: it ends an outage back-off sleeping then."""
+        """Process lane `lane` of `state.box` until the worker stops: its own buckets while
+        `group` is split, every lane's (lane 0) or none (the others) while it is joined.
+        `recovered` fires when the box's destination may be back: it ends an outage
+        back-off sleeping then."""
         box = state.box
         sleep = self.pacer.sleep
+        wake = group.flags[lane]
         outage = 0
         errors = 0
         tick_key = f"{box.name}:{lane}"
@@ -70,15 +78,22 @@ class Lanes:
         while not self.pacer.stopped:
             self._ticks[tick_key] = loop.time()
             wake.clear()
+            claims = group.claims_for(lane)
+            if not claims:
+                # Joined: lane 0 claims this lane's buckets. Whatever woke this lane (a
+                # NOTIFY routed here just before the join) is lane 0's now.
+                group.joined_turn(lane)
+                await sleep(self.probe.fallback(box.config.poll_interval), wake)
+                continue
             report = None
             try:
-                async with state.lane_locks[lane]:
+                async with AsyncExitStack() as locks:
+                    # In lane order; only a joined lane 0 takes more than one.
+                    for claimed in claims:
+                        await locks.enter_async_context(state.lane_locks[claimed])
                     paused = await self.pauses.current()
-                    buckets = [
-                        b
-                        for b in state.lane_buckets(lane)
-                        if b not in paused.paused_buckets(box.name)
-                    ]
+                    skip = paused.paused_buckets(box.name)
+                    buckets = [b for b in state.buckets_of(claims) if b not in skip]
                     if buckets and not paused.box_paused(box.name):
                         report = await processor.run_once(
                             buckets, paused.paused_keys(box.name), owns=state.owned.__contains__
@@ -121,13 +136,15 @@ class Lanes:
                     outage = 0
                 continue
             outage = 0
-            if report is not None and report.more:
+            more = report is not None and report.more
+            group.after(lane, more)
+            if more:
                 continue  # there may be more right away
             # Otherwise the claim took everything claimable: a claim now would find what
             # committed since, whose NOTIFY has set `wake` already (cleared before the claim),
             # so the sleep below ends at once for it and costs nothing more. Not claiming
             # again blindly saves a statement and a round trip a batch under light load.
-            self.probe.enter(IdleLane(state, lane, processor.claimer.reads, wake))
+            self.probe.enter(IdleLane(state, lane, processor.claimer.reads, wake, group))
             try:
                 await sleep(self.probe.fallback(box.config.poll_interval), wake)
             finally:

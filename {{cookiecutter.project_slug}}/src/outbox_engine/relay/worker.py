@@ -31,6 +31,7 @@ from outbox_engine.middleware import Middlewares
 from outbox_engine.relay.capture_upkeep import CaptureUpkeep, split_by_relay
 from outbox_engine.relay.depth_gauges import DepthGauges
 from outbox_engine.relay.idle_probe import IdleProbe
+from outbox_engine.relay.lane_group import LaneGroup
 from outbox_engine.relay.lanes import Lanes, lanes_to_wake
 from outbox_engine.relay.options import WorkerOptions
 from outbox_engine.relay.pacing import DB_ERRORS, Flag, Pacer
@@ -70,8 +71,9 @@ class Worker:
         self.concurrency = concurrency = options.concurrency
         self.middlewares = middlewares or Middlewares()
         self._pacer = Pacer()
-        self._wake: dict[str, list[Flag]] = {
-            box.channel: [Flag() for _ in range(concurrency)] for box in self.relayed
+        # Per box: its lanes' wake-ups, and whether they claim apart (relay/lane_group.py).
+        self.groups: dict[str, LaneGroup] = {
+            box.channel: LaneGroup(concurrency, fixed=options.fixed_lanes) for box in self.relayed
         }
         name = f"{options.application_name}:{socket.gethostname()}:{os.getpid()}"[:63]
         # Set when another worker joins, leaves or gives buckets back: rebalance now.
@@ -128,12 +130,11 @@ class Worker:
 
     def _on_wake(self, channel: str, payload: str = "") -> None:
         """A NOTIFY arrived. Its payload names the buckets that got items (see create.py):
-        only the lanes of those buckets wake; an empty or unreadable payload wakes all."""
-        events = self._wake.get(channel, ())
-        lanes = lanes_to_wake(payload, self.concurrency)
-        for lane, event in enumerate(events):
-            if lanes is None or lane in lanes:
-                event.set()
+        only the lanes of those buckets wake (lane 0 while the box's lanes are joined); an
+        empty or unreadable payload wakes all."""
+        group = self.groups.get(channel)
+        if group is not None:
+            group.wake(lanes_to_wake(payload, self.concurrency))
 
     def _lost(self) -> None:
         """The lock connection dropped (its buckets are already forgotten): not ready until
@@ -158,7 +159,7 @@ class Worker:
                     state,
                     lane,
                     self.processors[state.box.name],
-                    self._wake[state.box.channel][lane],
+                    self.groups[state.box.channel],
                     self.health.recovered if kafka_transports(state.box) else None,
                 ),
                 name=f"lane:{state.box.name}:{lane}",
@@ -196,9 +197,8 @@ class Worker:
             await self._pacer.stopping.wait()
         finally:
             self._pacer.stop()
-            for events in self._wake.values():
-                for event in events:
-                    event.set()
+            for group in self.groups.values():
+                group.wake_all()
             # No lanes when every selected box is relayed by Debezium.
             _done, pending = (
                 await asyncio.wait(lanes, timeout=self.options.shutdown_timeout)

@@ -98,6 +98,12 @@ class BoxOwnership:
     def lane_buckets(self, lane: int) -> list[int]:
         return sorted(b for b in self.owned if b % self.lanes == lane)
 
+    def buckets_of(self, lanes: tuple[int, ...]) -> list[int]:
+        """The owned buckets of these lanes, in order (every owned one for every lane)."""
+        if len(lanes) == 1:
+            return self.lane_buckets(lanes[0])
+        return sorted(b for b in self.owned if b % self.lanes in lanes)
+
 
 class Ownership:
     def __init__(

@@ -133,6 +133,14 @@ def register(app: typer.Typer) -> None:
         concurrency: Annotated[
             int, typer.Option("--concurrency", min=1, help="Lanes per box.")
         ] = 2,
+        fixed_lanes: Annotated[
+            bool,
+            typer.Option(
+                "--fixed-lanes",
+                help="Keep the lanes apart at any load (default: lane 0 claims for all of "
+                "them until a claim leaves a backlog).",
+            ),
+        ] = False,
         shutdown_timeout: Annotated[
             float,
             typer.Option("--shutdown-timeout", min=0, help="Seconds to finish a batch on stop."),
@@ -155,6 +163,7 @@ def register(app: typer.Typer) -> None:
         options = WorkerOptions(
             boxes=tuple(box or ()),
             concurrency=concurrency,
+            fixed_lanes=fixed_lanes,
             shutdown_timeout=shutdown_timeout,
             application_name=f"{settings.service_name}-worker",
             probe_port=probe_port(probe, settings.worker_probe_port),
