@@ -308,12 +308,12 @@ async def running_worker(
     concurrency: int = 1,
     middlewares: Middlewares | None = None,
     rebalance_interval: float = 0.2,
-    fixed_lanes: bool = False,
+    join_lanes: bool = False,
 ) -> AsyncIterator[Worker]:
     options = WorkerOptions(
         boxes=tuple(boxes or ()),
         concurrency=concurrency,
-        fixed_lanes=fixed_lanes,
+        join_lanes=join_lanes,
         rebalance_interval=rebalance_interval,
         shutdown_timeout=10.0,
     )

@@ -57,6 +57,7 @@ def test_options_with_a_default_show_it_in_the_help() -> None:
     assert re.search(r"--after-id .*\[default: 0\]", result.stdout)
     worker = run_cli("worker", "--help", env=dict(os.environ, COLUMNS="200")).stdout
     assert re.search(r"--concurrency .*\[default: 2\]", worker)
+    assert re.search(r"--join-lanes .*Lane 0 claims for every lane", worker)
     assert "--probe-port" in worker
     assert "auto" in worker
 

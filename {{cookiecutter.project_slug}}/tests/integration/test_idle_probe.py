@@ -1,9 +1,6 @@
 """The idle probe (relay/idle_probe.py): idle lanes make no claims of their own; one
 statement per poll finds the work no NOTIFY announces, skips what is paused, and when it
-fails every lane claims for itself.
-
-The lanes here are kept apart (`fixed_lanes`), so both wait idle; test_lane_group.py
-tests the probe of a joined lane 0, which probes every lane's buckets."""
+fails every lane claims for itself."""
 
 from __future__ import annotations
 
@@ -82,9 +79,7 @@ def _delivered(name: str, count: int) -> Callable[[], Awaitable[bool]]:
 async def test_idle_lanes_claim_nothing_and_one_probe_a_poll_finds_an_item_whose_wait_ended(
     container: Container,
 ) -> None:
-    async with running_worker(
-        container, _registry(), concurrency=LANES, fixed_lanes=True
-    ) as worker:
+    async with running_worker(container, _registry(), concurrency=LANES) as worker:
         claims = Claims(worker)
         await _idle(worker)
         before = worker.probe.statements
@@ -108,9 +103,7 @@ async def test_a_paused_box_is_not_probed_and_its_items_go_after_the_resume(
     container: Container,
 ) -> None:
     engine = container.engine()
-    async with running_worker(
-        container, _registry(), concurrency=LANES, fixed_lanes=True
-    ) as worker:
+    async with running_worker(container, _registry(), concurrency=LANES) as worker:
         await add_pause(engine, OUTBOX_BOX)
         await worker.probe.pauses.refresh()
         claims = Claims(worker)
@@ -138,9 +131,7 @@ class _Broken:
 async def test_when_the_probe_fails_every_idle_lane_claims_for_itself(
     container: Container,
 ) -> None:
-    async with running_worker(
-        container, _registry(), concurrency=LANES, fixed_lanes=True
-    ) as worker:
+    async with running_worker(container, _registry(), concurrency=LANES) as worker:
         worker.probe.connections = _Broken()  # type: ignore[assignment]
         claims = Claims(worker)
         await _idle(worker)

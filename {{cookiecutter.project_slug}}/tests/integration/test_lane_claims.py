@@ -1,10 +1,7 @@
 """When a lane claims again at once (relay/lanes.py, `BatchReport.more`): only when its last
 claim may have left claimable items behind. A batch that took everything is followed by no
 claim until a NOTIFY or the idle probe says there is work; a full batch, a bucket at its
-share of the claim, or items deferred behind a failure are claimed again right away.
-
-The lanes here are kept apart (`fixed_lanes`), so each claim is one lane's;
-test_lane_group.py tests lanes that join at a steady rate."""
+share of the claim, or items deferred behind a failure are claimed again right away."""
 
 from __future__ import annotations
 
@@ -86,7 +83,7 @@ async def test_a_batch_that_took_everything_is_not_followed_by_a_claim(
 ) -> None:
     registry = _registry()
     (key,) = _lane_keys(registry, 0, 1)
-    async with running_worker(container, registry, concurrency=LANES, fixed_lanes=True) as worker:
+    async with running_worker(container, registry, concurrency=LANES) as worker:
         claims = Claims(worker)
         await _idle(worker)
         claims.count = 0
@@ -109,7 +106,7 @@ async def test_a_bucket_at_its_share_of_the_claim_is_claimed_again_at_once(
     buckets = registry.get(OUTBOX_BOX).config.bucket_count
     share = bucket_share(50, len(range(0, buckets, LANES)))
     assert share < 50  # the share stops the claim, not the batch size
-    async with running_worker(container, registry, concurrency=LANES, fixed_lanes=True) as worker:
+    async with running_worker(container, registry, concurrency=LANES) as worker:
         claims = Claims(worker)
         await _idle(worker)
         claims.count = 0
@@ -127,7 +124,7 @@ async def test_a_bucket_at_its_share_of_the_claim_is_claimed_again_at_once(
 async def test_a_full_batch_is_claimed_again_at_once(container: Container) -> None:
     registry = _registry(batch_size=8)
     keys = _lane_keys(registry, 0, 12)  # one item each: no bucket reaches its share of 8
-    async with running_worker(container, registry, concurrency=LANES, fixed_lanes=True) as worker:
+    async with running_worker(container, registry, concurrency=LANES) as worker:
         claims = Claims(worker)
         await _idle(worker)
         claims.count = 0
@@ -152,7 +149,7 @@ async def test_items_deferred_behind_a_failure_are_claimed_again_at_once(
         backoff={"min_seconds": 60, "max_seconds": 60, "multiplier": 1, "jitter": 0},
     )
     (key,) = _lane_keys(registry, 0, 1)
-    async with running_worker(container, registry, concurrency=LANES, fixed_lanes=True) as worker:
+    async with running_worker(container, registry, concurrency=LANES) as worker:
         claims = Claims(worker)
         await _idle(worker)
         claims.count = 0

@@ -1,6 +1,6 @@
-"""The lanes of a box as a group (relay/lane_group.py), on a real worker: at a steady rate
-lane 0 claims for both lanes (one claim a transaction, where lanes kept apart make one per
-lane), a backlog splits them and they claim apart until both took everything, and the idle
+"""The lanes of a box as a group (relay/lane_group.py), on a real worker with
+`join_lanes`: at a steady rate lane 0 claims for both lanes (one claim a transaction, where
+lanes apart, the default, make one per lane), a backlog splits them and they claim apart until both took everything, and the idle
 probe of a joined lane 0 finds work in every lane's buckets. Items of a key go in order
 through every split and join."""
 
@@ -102,25 +102,25 @@ def _delivered(count: int) -> Any:
     return check
 
 
-@pytest.mark.parametrize(("fixed", "claims_per_commit"), [(False, 1), (True, 2)])
+@pytest.mark.parametrize(("join", "claims_per_commit"), [(True, 1), (False, 2)])
 async def test_at_a_steady_rate_the_joined_lanes_make_one_claim_a_transaction(
-    container: Container, fixed: bool, claims_per_commit: int
+    container: Container, join: bool, claims_per_commit: int
 ) -> None:
     registry = _registry()
     (even,) = _lane_keys(registry, 0, 1)
     (odd,) = _lane_keys(registry, 1, 1)
-    async with running_worker(container, registry, concurrency=LANES, fixed_lanes=fixed) as worker:
+    async with running_worker(container, registry, concurrency=LANES, join_lanes=join) as worker:
         group = _group(worker, registry)
         claims = _BucketClaims(worker)
-        await lanes_idle(worker, LANES if fixed else 1)
+        await lanes_idle(worker, 1 if join else LANES)
         claims.buckets.clear()
         for n in range(10):
             await _create(container, [(even, f"e{n}"), (odd, f"o{n}")])
             await wait_for(_delivered(2 * n + 2), within=5)
-            await lanes_idle(worker, LANES if fixed else 1)
+            await lanes_idle(worker, 1 if join else LANES)
         await asyncio.sleep(0.3)
         assert len(claims.buckets) == 10 * claims_per_commit
-        if fixed:
+        if not join:
             assert group.split
             assert claims.lanes().count({0}) == claims.lanes().count({1}) == 10
         else:
@@ -139,7 +139,7 @@ async def test_a_backlog_splits_the_lanes_and_they_join_again_once_it_is_gone(
 ) -> None:
     registry = _registry(batch_size=8)
     keys = _lane_keys(registry, 0, 3) + _lane_keys(registry, 1, 3)
-    async with running_worker(container, registry, concurrency=LANES) as worker:
+    async with running_worker(container, registry, concurrency=LANES, join_lanes=True) as worker:
         group = _group(worker, registry)
         claims = _BucketClaims(worker)
         await lanes_idle(worker, 1)
@@ -183,7 +183,7 @@ async def test_the_probe_of_a_joined_lane_0_finds_work_in_the_other_lanes_bucket
         }
     )
     (odd,) = _lane_keys(registry, 1, 1)
-    async with running_worker(container, registry, concurrency=LANES) as worker:
+    async with running_worker(container, registry, concurrency=LANES, join_lanes=True) as worker:
         await lanes_idle(worker, 1)
         assert worker.probe.idle_lanes(OUTBOX_BOX) == [0]
         # An item of a lane-1 bucket that becomes due 1.2 s after its commit: its NOTIFY

@@ -1,5 +1,6 @@
-"""A box's lanes as a group (relay/lane_group.py): joined at a steady rate, apart while a
-claim leaves a backlog, joined again once every lane's claim took everything."""
+"""A box's lanes as a group (relay/lane_group.py): when asked to join, joined at a steady
+rate, apart while a claim leaves a backlog, joined again once every lane's claim took
+everything; apart always when not asked."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def _set(group: LaneGroup) -> list[int]:
 
 
 def test_joined_lane_0_claims_every_lane_and_the_others_none() -> None:
-    group = LaneGroup(3)
+    group = LaneGroup(3, join=True)
     assert not group.split
     assert group.claims_for(0) == (0, 1, 2)
     assert group.claims_for(1) == ()
@@ -23,7 +24,7 @@ def test_joined_lane_0_claims_every_lane_and_the_others_none() -> None:
 
 
 def test_joined_every_notify_wakes_lane_0_only() -> None:
-    group = LaneGroup(2)
+    group = LaneGroup(2, join=True)
     group.wake({1})
     assert _set(group) == [0]
     group.wake(None)
@@ -31,7 +32,7 @@ def test_joined_every_notify_wakes_lane_0_only() -> None:
 
 
 def test_a_joined_claim_with_more_behind_it_splits_and_wakes_the_others() -> None:
-    group = LaneGroup(3)
+    group = LaneGroup(3, join=True)
     group.after(0, more=False)
     assert not group.split
     assert _set(group) == []
@@ -45,7 +46,7 @@ def test_a_joined_claim_with_more_behind_it_splits_and_wakes_the_others() -> Non
 
 
 def test_the_group_joins_only_once_every_lane_took_everything() -> None:
-    group = LaneGroup(3)
+    group = LaneGroup(3, join=True)
     group.after(0, more=True)
     _set(group)
     group.after(1, more=False)
@@ -63,7 +64,7 @@ def test_the_group_joins_only_once_every_lane_took_everything() -> None:
 
 
 def test_a_claim_made_apart_that_ends_after_the_join_hands_over_to_lane_0() -> None:
-    group = LaneGroup(2)
+    group = LaneGroup(2, join=True)
     group.after(0, more=True)
     group.after(1, more=False)
     group.after(0, more=False)
@@ -78,8 +79,8 @@ def test_a_claim_made_apart_that_ends_after_the_join_hands_over_to_lane_0() -> N
     assert _set(group) == [0]
 
 
-def test_fixed_lanes_and_a_single_lane_never_join() -> None:
-    fixed = LaneGroup(2, fixed=True)
+def test_lanes_not_asked_to_join_and_a_single_lane_never_join() -> None:
+    fixed = LaneGroup(2)
     assert fixed.split
     assert [fixed.claims_for(0), fixed.claims_for(1)] == [(0,), (1,)]
     for more in (True, False, True, False):
@@ -89,7 +90,7 @@ def test_fixed_lanes_and_a_single_lane_never_join() -> None:
     assert fixed.splits == fixed.joins == 0
     fixed.wake({1})
     assert _set(fixed) == [1]
-    single = LaneGroup(1)
+    single = LaneGroup(1, join=True)
     assert single.split
     assert single.claims_for(0) == (0,)
     single.after(0, more=True)

@@ -8,19 +8,23 @@ transaction of ten items spread over both halves wakes both lanes, and each make
 claim, produce and mark, so the worker makes ~1.6 claims a transaction where one lane makes
 one, and the p99 commit-to-delivery at 2,000 items/s follows that CPU.
 
-So the lanes of a box start joined: lane 0 claims every owned bucket (holding every lane's
-lock, taken in lane order, so each bucket is still in one batch at a time) and the other
-lanes sleep. When a joined claim comes back with more behind it (`BatchReport.more`: a full
-batch, a bucket at its share, items deferred), the group splits and wakes the other lanes,
-which claim their own buckets from then on. It joins again once every lane's last claim
-took everything claimable. A NOTIFY goes to the lanes of its buckets while split, to lane 0
-while joined (`wake`). A lane that finds the group joined when it turns hands what woke it
-to lane 0 (its claim may have been cut short by the join, or a NOTIFY came for it just
-before) and sleeps until the group splits again or its fallback wait ends, so it still
-turns for the liveness probe.
+With `join` (the worker's `--join-lanes`) the lanes of a box start joined: lane 0 claims
+every owned bucket (holding every lane's lock, taken in lane order, so each bucket is still
+in one batch at a time) and the other lanes sleep. When a joined claim comes back with more
+behind it (`BatchReport.more`: a full batch, a bucket at its share, items deferred), the
+group splits and wakes the other lanes, which claim their own buckets from then on. It
+joins again once every lane's last claim took everything claimable. A NOTIFY goes to the
+lanes of its buckets while split, to lane 0 while joined (`wake`). A lane that finds the
+group joined when it turns hands what woke it to lane 0 (its claim may have been cut short
+by the join, or a NOTIFY came for it just before) and sleeps until the group splits again
+or its fallback wait ends, so it still turns for the liveness probe.
 
-`fixed=True` (the worker's `--fixed-lanes`) keeps the lanes apart all the time, as every
-worker did before; with one lane there is nothing to join.
+Joining is not the default, because it has a price: joined, a transaction that commits
+while lane 0's batch waits for Kafka's delivery reports waits for that batch to end, where
+a lane apart (half the time, the other lane's half) would have claimed it at once. Where a
+batch's cycle is as long as the time between two commits (a slow host, a broker far away),
+that queueing costs more latency than the saved CPU gains (bench/notes.md has the runs).
+Without `join`, and with one lane, the group is always apart.
 """
 
 from __future__ import annotations
@@ -31,9 +35,9 @@ from outbox_engine.relay.pacing import Flag
 class LaneGroup:
     """The wake-up flags of a box's lanes and whether they claim apart."""
 
-    def __init__(self, concurrency: int, fixed: bool = False) -> None:
+    def __init__(self, concurrency: int, join: bool = False) -> None:
         self.flags = [Flag() for _ in range(concurrency)]
-        self.adaptive = concurrency > 1 and not fixed
+        self.adaptive = concurrency > 1 and join
         # Apart from the start when the group never joins.
         self.split = not self.adaptive
         self._busy: set[int] = set()  # lanes whose last claim left more behind (while split)

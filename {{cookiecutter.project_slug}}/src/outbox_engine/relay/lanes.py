@@ -14,8 +14,9 @@ that relay to Kafka), and then started over, so delivery resumes within a check 
 broker's own start) of its return, not up to 30 s later. Each turn stamps a tick;
 `liveness()` fails when a lane stops turning.
 
-The lanes of a box claim apart only while there is a backlog: at a steady rate lane 0
-claims for all of them (relay/lane_group.py says when and why).
+With the worker's `--join-lanes`, the lanes of a box claim apart only while there is a
+backlog and lane 0 claims for all of them otherwise (relay/lane_group.py says when, why, and
+why that is not the default).
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ class WorkerOptions:
     boxes: tuple[str, ...] = ()
     # Lanes per box: lane i processes the owned buckets b with b % concurrency == i.
     concurrency: int = 1
-    # Keep the lanes apart all the time; by default lane 0 claims for all of them until a
-    # claim leaves a backlog behind (relay/lane_group.py).
-    fixed_lanes: bool = False
+    # Lane 0 claims for every lane until a claim leaves a backlog behind (relay/lane_group.py);
+    # off: the lanes claim apart at any load.
+    join_lanes: bool = False
     # Seconds each lane gets to finish its batch after SIGTERM/SIGINT.
     shutdown_timeout: float = 30.0
     # PostgreSQL application_name prefix of the lock connection (host and pid appended).

@@ -73,7 +73,7 @@ class Worker:
         self._pacer = Pacer()
         # Per box: its lanes' wake-ups, and whether they claim apart (relay/lane_group.py).
         self.groups: dict[str, LaneGroup] = {
-            box.channel: LaneGroup(concurrency, fixed=options.fixed_lanes) for box in self.relayed
+            box.channel: LaneGroup(concurrency, join=options.join_lanes) for box in self.relayed
         }
         name = f"{options.application_name}:{socket.gethostname()}:{os.getpid()}"[:63]
         # Set when another worker joins, leaves or gives buckets back: rebalance now.
@@ -185,9 +185,12 @@ class Worker:
             ),
         ]
         log.info(
-            "worker starting: boxes %s, concurrency %d; waiting for %s%s",
+            "worker starting: boxes %s, concurrency %d%s; waiting for %s%s",
             ", ".join(b.name for b in self.boxes),
             self.concurrency,
+            " (lanes joined while there is no backlog)"
+            if self.options.join_lanes and self.concurrency > 1
+            else "",
             self.health.waits_for(),
             f"; relayed by Debezium (not claimed here): {', '.join(b.name for b in self.debezium)}"
             if self.debezium

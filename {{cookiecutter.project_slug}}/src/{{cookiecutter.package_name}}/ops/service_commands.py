@@ -133,12 +133,12 @@ def register(app: typer.Typer) -> None:
         concurrency: Annotated[
             int, typer.Option("--concurrency", min=1, help="Lanes per box.")
         ] = 2,
-        fixed_lanes: Annotated[
+        join_lanes: Annotated[
             bool,
             typer.Option(
-                "--fixed-lanes",
-                help="Keep the lanes apart at any load (default: lane 0 claims for all of "
-                "them until a claim leaves a backlog).",
+                "--join-lanes",
+                help="Lane 0 claims for every lane until a claim leaves a backlog: fewer "
+                "claims at a steady rate, batches one after another (docs/performance.md).",
             ),
         ] = False,
         shutdown_timeout: Annotated[
@@ -163,7 +163,7 @@ def register(app: typer.Typer) -> None:
         options = WorkerOptions(
             boxes=tuple(box or ()),
             concurrency=concurrency,
-            fixed_lanes=fixed_lanes,
+            join_lanes=join_lanes,
             shutdown_timeout=shutdown_timeout,
             application_name=f"{settings.service_name}-worker",
             probe_port=probe_port(probe, settings.worker_probe_port),
