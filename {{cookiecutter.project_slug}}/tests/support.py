@@ -341,18 +341,29 @@ async def wait_for(
 
 
 class Claims:
-    """Counts the claims a running worker's lanes make on one box (`count`, resettable)."""
+    """Counts the claims a running worker's lanes make on one box (`count`, resettable) and
+    keeps each claim's buckets (`buckets`)."""
 
     def __init__(self, worker: Worker, box: str = OUTBOX_BOX) -> None:
         self.count = 0
+        self.buckets: list[list[int]] = []
         claimer = worker.processors[box].claimer
         original = claimer.claim
 
         async def counted(buckets: Sequence[int], paused_keys: Any = ()) -> Any:
             self.count += 1
+            self.buckets.append(list(buckets))
             return await original(buckets, paused_keys)
 
         claimer.claim = counted  # type: ignore[method-assign]
+
+
+def lane_keys(registry: BoxRegistry, lane: int, count: int, lanes: int) -> list[str]:
+    """`count` keys of the outbox box whose buckets are all in lane `lane` of `lanes`
+    (bucket % lanes == lane)."""
+    box = registry.get(OUTBOX_BOX)
+    keys = (str(n) for n in range(100_000))
+    return [k for k in keys if box.bucket_for(k) % lanes == lane][:count]
 
 
 async def lanes_idle(worker: Worker, lanes: int, box: str = OUTBOX_BOX) -> None:

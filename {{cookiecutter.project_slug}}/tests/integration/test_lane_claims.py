@@ -21,6 +21,7 @@ from ..support import (
     Claims,
     OutboxItem,
     RecordingTransport,
+    lane_keys,
     lanes_idle,
     make_registry,
     reset_transports,
@@ -48,10 +49,7 @@ def _registry(**box: Any) -> BoxRegistry:
 
 
 def _lane_keys(registry: BoxRegistry, lane: int, count: int) -> list[str]:
-    """`count` keys whose buckets are all in lane `lane` (bucket % LANES)."""
-    box = registry.get(OUTBOX_BOX)
-    keys = (str(n) for n in range(100_000))
-    return [k for k in keys if box.bucket_for(k) % LANES == lane][:count]
+    return lane_keys(registry, lane, count, LANES)
 
 
 async def _create(container: Container, keys: list[str]) -> None:

@@ -7,7 +7,6 @@ through every split and join."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -21,8 +20,10 @@ from outbox_engine.relay.worker import Worker
 from ..support import (
     CALLS,
     OUTBOX_BOX,
+    Claims,
     OutboxItem,
     RecordingTransport,
+    lane_keys,
     lanes_idle,
     make_registry,
     reset_transports,
@@ -46,10 +47,7 @@ def _registry(**box: Any) -> BoxRegistry:
 
 
 def _lane_keys(registry: BoxRegistry, lane: int, count: int) -> list[str]:
-    """`count` keys whose buckets are all in lane `lane` (bucket % LANES)."""
-    box = registry.get(OUTBOX_BOX)
-    keys = (str(n) for n in range(100_000))
-    return [k for k in keys if box.bucket_for(k) % LANES == lane][:count]
+    return lane_keys(registry, lane, count, LANES)
 
 
 def _group(worker: Worker, registry: BoxRegistry) -> LaneGroup:
@@ -66,23 +64,9 @@ async def _joined_and_idle(worker: Worker, group: LaneGroup) -> None:
     await wait_for(check, within=10)
 
 
-class _BucketClaims:
-    """Records the buckets of every claim the worker's lanes make on the box."""
-
-    def __init__(self, worker: Worker) -> None:
-        self.buckets: list[list[int]] = []
-        claimer = worker.processors[OUTBOX_BOX].claimer
-        original = claimer.claim
-
-        async def recorded(buckets: Sequence[int], paused_keys: Any = ()) -> Any:
-            self.buckets.append(list(buckets))
-            return await original(buckets, paused_keys)
-
-        claimer.claim = recorded  # type: ignore[method-assign]
-
-    def lanes(self) -> list[set[int]]:
-        """Each claim's lanes (the bucket parities it covered)."""
-        return [{b % LANES for b in buckets} for buckets in self.buckets]
+def _lanes(claims: Claims) -> list[set[int]]:
+    """Each claim's lanes (the bucket parities it covered)."""
+    return [{b % LANES for b in buckets} for buckets in claims.buckets]
 
 
 async def _create(container: Container, items: list[tuple[str, str]]) -> None:
@@ -111,7 +95,7 @@ async def test_at_a_steady_rate_the_joined_lanes_make_one_claim_a_transaction(
     (odd,) = _lane_keys(registry, 1, 1)
     async with running_worker(container, registry, concurrency=LANES, join_lanes=join) as worker:
         group = _group(worker, registry)
-        claims = _BucketClaims(worker)
+        claims = Claims(worker)
         await lanes_idle(worker, 1 if join else LANES)
         claims.buckets.clear()
         for n in range(10):
@@ -122,10 +106,10 @@ async def test_at_a_steady_rate_the_joined_lanes_make_one_claim_a_transaction(
         assert len(claims.buckets) == 10 * claims_per_commit
         if not join:
             assert group.split
-            assert claims.lanes().count({0}) == claims.lanes().count({1}) == 10
+            assert _lanes(claims).count({0}) == _lanes(claims).count({1}) == 10
         else:
             # Lane 0 claimed both lanes' buckets every time; the group never split.
-            assert claims.lanes() == [{0, 1}] * 10
+            assert _lanes(claims) == [{0, 1}] * 10
             assert group.splits == 0
             assert not group.split
         payloads = [p.decode() for _, _, p in CALLS["t"]]
@@ -141,7 +125,7 @@ async def test_a_backlog_splits_the_lanes_and_they_join_again_once_it_is_gone(
     keys = _lane_keys(registry, 0, 3) + _lane_keys(registry, 1, 3)
     async with running_worker(container, registry, concurrency=LANES, join_lanes=True) as worker:
         group = _group(worker, registry)
-        claims = _BucketClaims(worker)
+        claims = Claims(worker)
         await lanes_idle(worker, 1)
         claims.buckets.clear()
         # 60 items of 6 keys (10 each, interleaved) in one transaction: a claim of 8 leaves
@@ -153,7 +137,7 @@ async def test_a_backlog_splits_the_lanes_and_they_join_again_once_it_is_gone(
         assert group.splits == 1
         assert group.joins == 1
         assert not group.split
-        lanes = claims.lanes()
+        lanes = _lanes(claims)
         assert lanes[0] == {0, 1}  # the joined claim that found the backlog
         assert {0} in lanes
         assert {1} in lanes
@@ -169,7 +153,7 @@ async def test_a_backlog_splits_the_lanes_and_they_join_again_once_it_is_gone(
         await wait_for(_delivered(62), within=5)
         await _joined_and_idle(worker, group)
         await asyncio.sleep(0.3)
-        assert claims.lanes() == [{0, 1}]
+        assert _lanes(claims) == [{0, 1}]
 
 
 async def test_the_probe_of_a_joined_lane_0_finds_work_in_the_other_lanes_buckets(
