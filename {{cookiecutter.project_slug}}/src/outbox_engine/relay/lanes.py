@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any
 
 from outbox_engine.relay.idle_probe import IdleLane, IdleProbe
 from outbox_engine.relay.lane_group import LaneGroup
@@ -46,6 +48,22 @@ def lanes_to_wake(payload: str, concurrency: int) -> set[int] | None:
         return {int(bucket) % concurrency for bucket in payload.split(",")}
     except ValueError:
         return None
+
+
+def _holding(state: BoxOwnership, lanes: tuple[int, ...]) -> AbstractAsyncContextManager[Any]:
+    """The locks of `lanes`, taken in lane order: the lane's own lock alone, as always,
+    unless a joined lane 0 claims for several."""
+    if len(lanes) == 1:
+        return state.lane_locks[lanes[0]]
+    return _all_held([state.lane_locks[lane] for lane in lanes])
+
+
+@asynccontextmanager
+async def _all_held(locks: list[asyncio.Lock]) -> AsyncIterator[None]:
+    async with AsyncExitStack() as stack:
+        for lock in locks:
+            await stack.enter_async_context(lock)
+        yield
 
 
 class Lanes:
@@ -88,10 +106,7 @@ class Lanes:
                 continue
             report = None
             try:
-                async with AsyncExitStack() as locks:
-                    # In lane order; only a joined lane 0 takes more than one.
-                    for claimed in claims:
-                        await locks.enter_async_context(state.lane_locks[claimed])
+                async with _holding(state, claims):
                     paused = await self.pauses.current()
                     skip = paused.paused_buckets(box.name)
                     buckets = [b for b in state.buckets_of(claims) if b not in skip]
