@@ -46,10 +46,6 @@ def _registry(**box: Any) -> BoxRegistry:
     )
 
 
-def _lane_keys(registry: BoxRegistry, lane: int, count: int) -> list[str]:
-    return lane_keys(registry, lane, count, LANES)
-
-
 def _group(worker: Worker, registry: BoxRegistry) -> LaneGroup:
     return worker.groups[registry.get(OUTBOX_BOX).channel]
 
@@ -91,8 +87,8 @@ async def test_at_a_steady_rate_the_joined_lanes_make_one_claim_a_transaction(
     container: Container, join: bool, claims_per_commit: int
 ) -> None:
     registry = _registry()
-    (even,) = _lane_keys(registry, 0, 1)
-    (odd,) = _lane_keys(registry, 1, 1)
+    (even,) = lane_keys(registry, 0, 1, LANES)
+    (odd,) = lane_keys(registry, 1, 1, LANES)
     async with running_worker(container, registry, concurrency=LANES, join_lanes=join) as worker:
         group = _group(worker, registry)
         claims = Claims(worker)
@@ -122,7 +118,7 @@ async def test_a_backlog_splits_the_lanes_and_they_join_again_once_it_is_gone(
     container: Container,
 ) -> None:
     registry = _registry(batch_size=8)
-    keys = _lane_keys(registry, 0, 3) + _lane_keys(registry, 1, 3)
+    keys = lane_keys(registry, 0, 3, LANES) + lane_keys(registry, 1, 3, LANES)
     async with running_worker(container, registry, concurrency=LANES, join_lanes=True) as worker:
         group = _group(worker, registry)
         claims = Claims(worker)
@@ -166,7 +162,7 @@ async def test_the_probe_of_a_joined_lane_0_finds_work_in_the_other_lanes_bucket
             "poll_interval": 0.3,
         }
     )
-    (odd,) = _lane_keys(registry, 1, 1)
+    (odd,) = lane_keys(registry, 1, 1, LANES)
     async with running_worker(container, registry, concurrency=LANES, join_lanes=True) as worker:
         await lanes_idle(worker, 1)
         assert worker.probe.idle_lanes(OUTBOX_BOX) == [0]

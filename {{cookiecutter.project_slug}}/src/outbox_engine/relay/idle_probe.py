@@ -45,13 +45,11 @@ class IdleLane:
     lane: int
     reads: ItemReads
     wake: Flag
-    group: LaneGroup | None = None  # None: its own buckets, always
+    group: LaneGroup
     next_at: float = 0.0  # loop time of its next probe
 
     def buckets(self) -> list[int]:
         """The owned buckets this lane would claim now (relay/lane_group.py)."""
-        if self.group is None:
-            return self.state.lane_buckets(self.lane)
         lanes = self.group.claims_for(self.lane)
         return self.state.buckets_of(lanes) if lanes else []
 
