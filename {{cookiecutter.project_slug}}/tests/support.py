@@ -22,7 +22,7 @@ import yaml
 from alembic import command
 from alembic.config import Config
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from {{ cookiecutter.package_name }} import items
@@ -297,6 +297,24 @@ async def create_numbered(container: Container, start: int, n: int, keys: int = 
                 {"event_key": str(i % keys), "event_name": "seq", "payload": {"seq": i}}
                 for i in range(start, start + n)
             ],
+        )
+
+
+async def create_due_in(
+    container: Container, seconds: float, payload: bytes, key: str = "k"
+) -> None:
+    """One item on `key` that becomes claimable `seconds` after its commit: its NOTIFY wakes
+    the lanes while it is not due yet, and nothing announces it when it is."""
+    async with container.session_factory()() as session, session.begin():
+        await container.outbox().create(
+            session, OutboxItem, event_key=key, event_name="e", payload=payload
+        )
+        await session.execute(
+            text(
+                f"UPDATE {OutboxItem.__tablename__} SET next_attempt_at = "
+                "now() + make_interval(secs => :s) WHERE payload = :p"
+            ),
+            {"s": seconds, "p": payload},
         )
 
 

@@ -46,5 +46,6 @@ def boxes_file(path: Path, scenario: Scenario, topic: str) -> Path:
             "session_timeout_ms": 6000,
         }
     )
+    inbox.update(copy.deepcopy(scenario.inbox))
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path

@@ -43,7 +43,9 @@ class Scenario:
     fault: Callable[[Run], Awaitable[None]] | None = None
     fault_after: int = 500
     outbox: dict[str, Any] = field(default_factory=dict)  # box settings replaced
+    inbox: dict[str, Any] = field(default_factory=dict)  # the inbox box's, likewise
     worker_env: dict[str, dict[str, str]] = field(default_factory=dict)
+    worker_args: tuple[str, ...] = ()  # appended to both workers' command line
     cgroup: Path | None = None
     cgroup_members: tuple[str, ...] = ()
     drain_within: float = 150.0
@@ -51,6 +53,9 @@ class Scenario:
     scripted_every: int = 0
     topic_config: dict[str, str] = field(default_factory=dict)
     load: Load = field(default_factory=Load)
+    # Facts read from the processes' logs once they stopped: fact name -> a pattern whose
+    # first group is an integer, summed over every matching line (Stack.numbers_in_logs).
+    log_numbers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -100,7 +105,14 @@ async def run_scenario(
         "LOG_LEVEL": "WARNING",
         "OTEL_SDK_DISABLED": "true",
     }
-    stack = Stack(workdir, env, scenario.worker_env, scenario.cgroup, scenario.cgroup_members)
+    stack = Stack(
+        workdir,
+        env,
+        scenario.worker_env,
+        scenario.cgroup,
+        scenario.cgroup_members,
+        scenario.worker_args,
+    )
     stats = Stats()
     notes: list[str] = []
     inbox_ids, messages = inbox_messages(scenario.load.inbox)
@@ -192,6 +204,11 @@ async def run_scenario(
             await shutdown(container)
     # A Kafka client replaced for partitions it could not write (transports/kafka_stuck.py):
     # said in the report, so a run shows whether it took one.
+    for fact, pattern in scenario.log_numbers.items():
+        facts[fact] = stack.numbers_in_logs(pattern)
+    if scenario.log_numbers:
+        said = ", ".join(f"{fact} {facts[fact]}" for fact in scenario.log_numbers)
+        notes.append(f"from the processes' logs: {said}")
     replaced = stack.count_in_logs("replaced the producer's client")
     if replaced:
         notes.append(f"kafka producer clients replaced: {replaced}")

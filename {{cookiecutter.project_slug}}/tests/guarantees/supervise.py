@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shlex
 import signal
 import socket
@@ -97,13 +98,17 @@ class Stack:
         worker_env: Mapping[str, Mapping[str, str]] | None = None,
         cgroup: Path | None = None,
         cgroup_members: tuple[str, ...] = (),
+        worker_args: tuple[str, ...] = (),
     ) -> None:
         self.api_port = free_port()
         self.probe_ports = {name: free_port() for name in WORKERS}
         self.processes: dict[str, Process] = {}
         specs: list[tuple[str, list[str]]] = [
             ("api", ["api", "--host", "127.0.0.1", "--port", str(self.api_port)]),
-            *((name, ["worker", "--probe-port", str(self.probe_ports[name])]) for name in WORKERS),
+            *(
+                (name, ["worker", "--probe-port", str(self.probe_ports[name]), *worker_args])
+                for name in WORKERS
+            ),
             *((name, ["consumer", "--probe-port", "0"]) for name in CONSUMERS),
         ]
         for name, command in specs:
@@ -202,6 +207,22 @@ class Stack:
             if found:
                 counts[process.name] = found
         return counts
+
+    def numbers_in_logs(self, pattern: str) -> int:
+        """The sum, over every process's log lines that match `pattern`, of the integer its
+        first group captured."""
+        regex = re.compile(pattern)
+        total = 0
+        for process in self.processes.values():
+            try:
+                lines = process.log_path.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                found = regex.search(line)
+                if found:
+                    total += int(found.group(1))
+        return total
 
     def tails(self) -> str:
         return "\n".join(

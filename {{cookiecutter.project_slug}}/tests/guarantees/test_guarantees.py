@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ..support import transport
+from ..support import INBOX_BOX, OUTBOX_BOX, transport
 from .conftest import Guarantees
 from .faults import (
     KAFKA_CONTROL,
@@ -34,6 +34,51 @@ pytestmark = [pytest.mark.guarantees, pytest.mark.slow]
 
 async def test_a_worker_sigkilled_mid_batch(guarantees: Guarantees) -> None:
     await guarantees.check(Scenario("worker-sigkill", fault=kill_worker))
+
+
+# What each worker says of a box's lanes when it stops (relay/worker.py), with --join-lanes.
+LANE_TURNS = {
+    "splits": r"box {box}: lanes split (\d+) times",
+    "joins": r"box {box}: lanes split \d+ times and joined again (\d+) times",
+}
+
+
+def _lanes_split_and_joined(row: Row) -> list[str]:
+    failures = []
+    for box in (OUTBOX_BOX, INBOX_BOX):
+        splits, joins = row.facts.get(f"{box} splits", 0), row.facts.get(f"{box} joins", 0)
+        if splits < 5 or joins < 5:
+            failures.append(
+                f"the lanes of {box} split {splits} and joined again {joins} times, fewer than "
+                "5 each: the scenario did not test that mode"
+            )
+    return failures
+
+
+async def test_a_worker_with_joined_lanes_sigkilled_mid_batch(guarantees: Guarantees) -> None:
+    # With --join-lanes, lane 0 claims for both lanes of a box until a claim leaves a backlog,
+    # then the lanes claim apart until each has taken everything (relay/lane_group.py).
+    # Batches of 3 make the lanes split and join again many times a run (the outbox box on
+    # its steady load, ~180 times; the inbox box about once per chunk of messages, so its
+    # input comes in 15 chunks): each time buckets move between lanes mid-stream, and the
+    # order and the inbox effects must hold across. The kill hands worker-0's buckets to
+    # worker-1 on top. The workers' stop lines say how often; fewer than 5 times a box fails
+    # the run, since it tested too little of that mode.
+    scenario = Scenario(
+        "joined-lanes-sigkill",
+        fault=kill_worker,
+        outbox={"batch_size": 3},
+        inbox={"batch_size": 3},
+        load=Load(inbox_chunks=15),
+        worker_args=("--join-lanes",),
+        worker_env={name: {"LOG_LEVEL": "INFO"} for name in WORKERS},
+        log_numbers={
+            f"{box} {fact}": pattern.format(box=box)
+            for box in (OUTBOX_BOX, INBOX_BOX)
+            for fact, pattern in LANE_TURNS.items()
+        },
+    )
+    await guarantees.check(scenario, _lanes_split_and_joined)
 
 
 async def test_a_consumer_sigkilled_mid_batch(guarantees: Guarantees) -> None:

@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from {{ cookiecutter.package_name }}.container import Container
 from outbox_engine.relay.worker import Worker
@@ -19,8 +18,8 @@ from ..support import (
     CALLS,
     OUTBOX_BOX,
     Claims,
-    OutboxItem,
     RecordingTransport,
+    create_due_in,
     lanes_idle,
     make_registry,
     reset_transports,
@@ -53,22 +52,6 @@ async def _idle(worker: Worker) -> None:
     await lanes_idle(worker, LANES)
 
 
-async def _create_due_in(container: Container, seconds: float, payload: bytes) -> None:
-    """One item that becomes claimable `seconds` after its commit: its NOTIFY wakes the lanes
-    while it is not due yet, and nothing announces it when it is."""
-    async with container.session_factory()() as session, session.begin():
-        await container.outbox().create(
-            session, OutboxItem, event_key="k", event_name="e", payload=payload
-        )
-        await session.execute(
-            text(
-                f"UPDATE {OutboxItem.__tablename__} SET next_attempt_at = "
-                "now() + make_interval(secs => :s) WHERE payload = :p"
-            ),
-            {"s": seconds, "p": payload},
-        )
-
-
 def _delivered(name: str, count: int) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         return len(CALLS[name]) >= count
@@ -90,7 +73,7 @@ async def test_idle_lanes_claim_nothing_and_one_probe_a_poll_finds_an_item_whose
         assert 5 <= worker.probe.statements - before <= 12, worker.probe.statements - before
         assert worker.probe.woken == 0
 
-        await _create_due_in(container, 4 * POLL, b"later")
+        await create_due_in(container, 4 * POLL, b"later")
         await asyncio.sleep(2 * POLL)
         assert CALLS["t"] == []  # not due yet: the probe did not wake its lane
         assert worker.probe.woken == 0
@@ -108,7 +91,7 @@ async def test_a_paused_box_is_not_probed_and_its_items_go_after_the_resume(
         await worker.probe.pauses.refresh()
         claims = Claims(worker)
         await _idle(worker)
-        await _create_due_in(container, 0, b"held")
+        await create_due_in(container, 0, b"held")
         await asyncio.sleep(6 * POLL)
         assert claims.count == 0
         assert worker.probe.woken == 0
@@ -140,6 +123,6 @@ async def test_when_the_probe_fails_every_idle_lane_claims_for_itself(
         # Each failed probe wakes both lanes: they claim about once a poll each.
         assert claims.count >= 2 * 3, claims.count
         assert worker.probe.statements >= 3
-        await _create_due_in(container, 2 * POLL, b"anyway")
+        await create_due_in(container, 2 * POLL, b"anyway")
         await wait_for(_delivered("t", 1), within=5)
         assert [p for _, _, p in CALLS["t"]] == [b"anyway"]

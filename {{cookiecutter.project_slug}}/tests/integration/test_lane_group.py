@@ -7,10 +7,10 @@ through every split and join."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from {{ cookiecutter.package_name }}.container import Container
 from outbox_engine.config.registry import BoxRegistry
@@ -23,6 +23,7 @@ from ..support import (
     Claims,
     OutboxItem,
     RecordingTransport,
+    create_due_in,
     lane_keys,
     lanes_idle,
     make_registry,
@@ -115,8 +116,9 @@ async def test_at_a_steady_rate_the_joined_lanes_make_one_claim_a_transaction(
 
 
 async def test_a_backlog_splits_the_lanes_and_they_join_again_once_it_is_gone(
-    container: Container,
+    container: Container, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="outbox_engine.relay.worker")
     registry = _registry(batch_size=8)
     keys = lane_keys(registry, 0, 3, LANES) + lane_keys(registry, 1, 3, LANES)
     async with running_worker(container, registry, concurrency=LANES, join_lanes=True) as worker:
@@ -150,6 +152,9 @@ async def test_a_backlog_splits_the_lanes_and_they_join_again_once_it_is_gone(
         await _joined_and_idle(worker, group)
         await asyncio.sleep(0.3)
         assert _lanes(claims) == [{0, 1}]
+    # The worker says at its stop how often the lanes split and joined (for operators).
+    said = [r.getMessage() for r in caplog.records if "lanes split" in r.getMessage()]
+    assert f"box {OUTBOX_BOX}: lanes split 1 times and joined again 1 times" in said
 
 
 async def test_the_probe_of_a_joined_lane_0_finds_work_in_the_other_lanes_buckets(
@@ -168,16 +173,7 @@ async def test_the_probe_of_a_joined_lane_0_finds_work_in_the_other_lanes_bucket
         assert worker.probe.idle_lanes(OUTBOX_BOX) == [0]
         # An item of a lane-1 bucket that becomes due 1.2 s after its commit: its NOTIFY
         # finds nothing due, and only the probe can announce it.
-        async with container.session_factory()() as session, session.begin():
-            await container.outbox().create(
-                session, OutboxItem, event_key=odd, event_name="e", payload=b"later"
-            )
-            await session.execute(
-                text(
-                    f"UPDATE {OutboxItem.__tablename__} SET next_attempt_at = "
-                    "now() + make_interval(secs => 1.2) WHERE payload = 'later'"
-                )
-            )
+        await create_due_in(container, 1.2, b"later", key=odd)
         woken = worker.probe.woken
         await asyncio.sleep(0.6)
         assert CALLS["t"] == []

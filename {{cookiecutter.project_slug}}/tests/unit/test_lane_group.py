@@ -75,7 +75,7 @@ def test_a_claim_made_apart_that_ends_after_the_join_hands_over_to_lane_0() -> N
     assert not group.split  # only lane 0's joined claim splits the group
     assert _set(group) == [0]
     # A lane that turns while joined hands what woke it to lane 0.
-    group.joined_turn(1)
+    group.joined_turn()
     assert _set(group) == [0]
 
 

@@ -68,8 +68,8 @@ class LaneGroup:
         for flag in self.flags:
             flag.set()
 
-    def joined_turn(self, lane: int) -> None:
-        """Lane `lane` (not 0) turned while the group is joined: lane 0 claims for it."""
+    def joined_turn(self) -> None:
+        """A lane other than 0 turned while the group is joined: lane 0 claims for it."""
         self.flags[0].set()
 
     def after(self, lane: int, more: bool) -> None:

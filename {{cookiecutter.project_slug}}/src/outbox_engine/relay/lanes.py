@@ -101,7 +101,7 @@ class Lanes:
             if not claims:
                 # Joined: lane 0 claims this lane's buckets. Whatever woke this lane (a
                 # NOTIFY routed here just before the join) is lane 0's now.
-                group.joined_turn(lane)
+                group.joined_turn()
                 await sleep(self.probe.fallback(box.config.poll_interval), wake)
                 continue
             report = None

@@ -218,6 +218,16 @@ class Worker:
                     "shutdown deadline passed: %d lanes cut off; their items stay pending",
                     len(pending),
                 )
+            for box in self.relayed:
+                group = self.groups[box.channel]
+                if group.adaptive:
+                    # How the lanes of --join-lanes spent the run (lane_group.py).
+                    log.info(
+                        "box %s: lanes split %d times and joined again %d times",
+                        box.name,
+                        group.splits,
+                        group.joins,
+                    )
             await self.ownership.close()
             await self.probe.connections.close()
             for processor in self.processors.values():
