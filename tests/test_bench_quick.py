@@ -49,9 +49,12 @@ GROWTH_CASES = ["0", "20k", "20k purging"]
 SCALE_WORKERS = 3
 
 
-def _order_module() -> ModuleType:
-    """bench/order.py is stdlib only: loaded by path (bench/ is not on the tests' path)."""
-    spec = importlib.util.spec_from_file_location("bench_order", REPO_ROOT / "bench" / "order.py")
+def _bench_module(name: str) -> ModuleType:
+    """bench/order.py (and notes_sync.py) are stdlib only: loaded by path (bench/ is not on
+    the tests' path)."""
+    spec = importlib.util.spec_from_file_location(
+        f"bench_{name}", REPO_ROOT / "bench" / f"{name}.py"
+    )
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -60,7 +63,7 @@ def _order_module() -> ModuleType:
 
 
 def test_system_order_rotates_per_repeat_and_replays_from_its_seed() -> None:
-    order = _order_module()
+    order = _bench_module("order")
     names = ["ours", "faststream-outbox", "omni-box", "baseline"]
     orders = order.repeat_orders(names, 8, 1234)
     assert orders == order.repeat_orders(names, 8, 1234)  # the seed replays the run
@@ -129,7 +132,7 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     assert "[bench] broker warmed up in bulk: " in log, tail(log, 80)
 
     # The order: the seed's, different in each repeat, and the runs followed it.
-    expected = _order_module().repeat_orders(SYSTEMS, REPEATS, SEED)
+    expected = _bench_module("order").repeat_orders(SYSTEMS, REPEATS, SEED)
     assert expected[0] != expected[1]
     doc = json.loads((out / "benchmarks-results.json").read_text())
     assert doc["seed"] == SEED
@@ -197,6 +200,13 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     # Every repeat's ratio ours / baseline, in the JSON, the CSV and the report.
     report = (out / "benchmarks.md").read_text()
     assert "## 10. Every repeat" in report
+    # Its profile section is bench/notes.md as report.py writes it, which is what
+    # `python -m bench.notes_sync` keeps in step after a run.
+    notes_sync = _bench_module("notes_sync")
+    notes = (REPO_ROOT / "bench" / "notes.md").read_text()
+    start, end = notes_sync.section_span(report)
+    assert report[start:end] == notes_sync.body(notes)
+    assert notes_sync.synced(report, notes) == report
     # The report names the broker's warm-up: each bulk round's cost, then the paced phase.
     costs = " / ".join(f"{r['broker_us_per_msg']:.1f}" for r in bulk["rounds"])
     assert (
