@@ -35,11 +35,13 @@ def correctness(results: dict[str, list[dict[str, Any]]], sizes: Sizes) -> list[
             )
         for problem in s["problems"]:
             failures.append(f"steady {s['system']} {s['rate']}/s: {problem}")
-    for i in results.get("inbox", []):
+    for i in all_runs(results.get("inbox", [])):
         if i["lost"] or i["stored_duplicates"]:
             failures.append(
                 f"inbox {i['system']}: lost {i['lost']}, stored twice {i['stored_duplicates']}"
             )
+        for problem in i.get("problems", []):
+            failures.append(f"inbox {i['system']}: {problem}")
     for c in results.get("create_cost", []):
         for problem in c.get("problems", []):
             failures.append(f"cost {c['system']}: {problem}")

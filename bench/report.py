@@ -3,20 +3,20 @@
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from . import (
     report_drain,
     report_growth,
     report_idle,
+    report_inbox,
     report_memory,
     report_mixed,
     report_repeats,
     report_scale,
     report_steady,
 )
-from .report_fmt import BASELINE, OURS, median_of, ratio, summary
+from .report_fmt import OURS, median_of, summary
 from .report_fmt import fmt as _fmt
 from .report_fmt import table as _table
 
@@ -65,42 +65,7 @@ def render(results: dict[str, Any], systems: list[str], meta: dict[str, Any]) ->
     out += report_steady.render(steadies, systems, meta)
 
     # -- inbox --------------------------------------------------------------------------
-    add("## 3. Inbox ingest with duplicates")
-    add("")
-    add(meta["inbox_note"])
-    add("")
-    rows = []
-    base = median_of(inboxes, "rate", system=BASELINE)
-    for system in systems:
-        mine = [i for i in inboxes if i["system"] == system]
-        if not mine:
-            continue
-        rows.append(
-            [
-                system,
-                summary(i["rate"] for i in mine),
-                summary(i["consumed_rate"] for i in mine),
-                ratio(statistics.median(i["rate"] for i in mine), base),
-                "/".join(f"{i['stored']:,}" for i in mine),
-                str(sum(i["lost"] for i in mine)),
-                str(sum(i["stored_duplicates"] for i in mine)),
-                summary(i.get("rss_mb_peak") for i in mine),
-            ]
-        )
-    out += _table(
-        [
-            "system",
-            "stored rows/s",
-            "consumed msgs/s",
-            "vs baseline",
-            "stored per repeat",
-            "lost",
-            "stored twice",
-            "consumer RSS peak MiB",
-        ],
-        rows,
-    )
-    add("")
+    out += report_inbox.render(inboxes, systems, meta)
 
     # -- create cost --------------------------------------------------------------------
     add("## 4. What create() adds to a one-row business transaction")

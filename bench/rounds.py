@@ -15,7 +15,9 @@ lower middle by value) is the repeat's result: a real run, whose CPU split, memo
 record belong to the value shown. The others are kept beside it (`other_rounds`, whole) and
 in `rounds` (each round's value, host slow share and whether it was kept), so the report
 shows every round and the correctness checks see every drain, not only the kept one.
-Peers' drains (30-60 s each) already span many of the host's phases and run once.
+Peers' drains (30-60 s each) already span many of the host's phases and run once. The
+steady windows of ours and the baseline, and their inbox ingests (3-4 s), run in rounds too
+(bench/registry.py says which scenario makes how many).
 """
 
 from __future__ import annotations

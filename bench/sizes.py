@@ -30,6 +30,9 @@ class Sizes:
     # Steady runs per rate and repeat for ours and the baseline, the median p99 kept: a
     # 30-s window's p99 is set by whichever of the host's slow phases fall in it.
     steady_rounds: int
+    # Inbox ingests per repeat for ours and the baseline, the median rate kept: an ingest of
+    # 3-4 s falls mostly in one of the host's phases, as a drain does.
+    inbox_rounds: int
     # Many workers (bench/scale.py): processes joining one by one, then leaving; seconds
     # between changes; the load's items/s meanwhile.
     scale_workers: int
@@ -73,6 +76,7 @@ FULL = Sizes(
     drain_timeout=300,
     drain_rounds=5,
     steady_rounds=5,
+    inbox_rounds=5,
     scale_workers=8,
     scale_buckets=256,
     scale_step=5,
@@ -107,6 +111,7 @@ QUICK = Sizes(
     drain_timeout=120,
     drain_rounds=2,
     steady_rounds=2,
+    inbox_rounds=2,
     scale_workers=3,
     scale_buckets=256,
     scale_step=3,

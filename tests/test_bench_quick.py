@@ -36,14 +36,15 @@ SEED = 7
 REPEATS = 2
 SYSTEMS = ["ours", "baseline"]
 # Quick sizes: drain with 1 and 2 workers (two rounds each), steady at one rate (two
-# rounds), inbox, create cost, idle cost, table growth (0 and 20k delivered rows, 20k
+# rounds), inbox (two rounds), create cost, idle cost, table growth (0 and 20k delivered rows, 20k
 # purging), memory (a 20k backlog); and for ours alone the many-workers scenario (3 workers
 # joining, then leaving) and the mixed load (api, relay and inbox at once).
-RUNS_PER_SYSTEM_AND_REPEAT = 13
-# The drains (1 and 2 workers) and the steady runs of ours and the baseline run in rounds,
-# the median kept (bench/rounds.py): two at quick sizes.
+RUNS_PER_SYSTEM_AND_REPEAT = 14
+# The drains (1 and 2 workers), the steady runs and the inbox ingests of ours and the
+# baseline run in rounds, the median kept (bench/rounds.py): two at quick sizes.
 DRAIN_ROUNDS = 2
 STEADY_ROUNDS = 2
+INBOX_ROUNDS = 2
 OURS_ALONE_PER_REPEAT = 2
 GROWTH_CASES = ["0", "20k", "20k purging"]
 SCALE_WORKERS = 3
@@ -338,6 +339,25 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
             for key in ("to_produce_p50", "to_produce_p99")
         ]
         assert f"| {system} | {mine[0]['rate']:,} | {cuts[0]} | {cuts[1]} |" in report, report
+
+    # The inbox ingests in rounds: of two, the kept one is the lower rate; both stored every
+    # distinct message once, each with a consumer group of its own (it read the topic from
+    # its start), and the report lists every round's rate, the kept one in bold.
+    inboxes = doc["runs"]["inbox"]
+    assert sorted((r["system"], r["repeat"]) for r in inboxes) == sorted(
+        (s, rep) for s in SYSTEMS for rep in range(REPEATS)
+    )
+    for r in inboxes:
+        made = r["rounds"]
+        assert [x["round"] for x in made] == list(range(INBOX_ROUNDS)), made
+        assert r["rate"] == min(x["rate"] for x in made), made
+        (other,) = r["other_rounds"]
+        for one in (r, other):
+            assert (one["stored"], one["lost"], one["stored_duplicates"]) == (4500, 0, 0), one
+            assert one["problems"] == [], one
+    for system in SYSTEMS:
+        mine = sorted((r for r in inboxes if r["system"] == system), key=lambda r: r["repeat"])
+        assert f"- {system}: {_listed(mine, 'rate', ',.0f')}" in report, report
 
     # Relay CPU per message (bench/procs.py's reading is tested on its own below): at quick
     # sizes a drain can be too short to measure (the baseline sends 5,000 messages in tens

@@ -4,7 +4,8 @@ What the ratios use is one real run, the one with the median value (of an even n
 lower middle); every round stays in the results (its value, host share, whether it was kept)
 and whole beside the kept one, so the correctness checks and the settle counts see every
 timed run; the rounds alternate the systems' order (A B B A) so a drift within a case lands
-on every system alike; only the short drains (ours, ours-debezium, the baseline) get rounds.
+on every system alike; only the short runs get rounds: the drains of ours, ours-debezium and
+the baseline, ours' and the baseline's steady windows and their inbox ingests.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def test_a_lost_message_in_a_round_not_kept_still_fails_the_run() -> None:
     assert (counts["timed_runs"], counts["checkpoints"]) == (3, 2)
 
 
-def test_only_the_short_drains_run_in_rounds(tmp_path: Path) -> None:
+def test_only_the_short_runs_are_made_in_rounds(tmp_path: Path) -> None:
     def system(name: str, **fields: Any) -> systems.System:
         return systems.System(name, Path("python"), "driver.py", {}, **fields)
 
@@ -120,9 +121,12 @@ def test_only_the_short_drains_run_in_rounds(tmp_path: Path) -> None:
         ("drain", "baseline"): 5,
         ("steady", "ours"): 5,
         ("steady", "baseline"): 5,
+        ("inbox", "ours"): 5,
+        ("inbox", "baseline"): 5,
     }
     # The quick run exercises the rounds too.
-    assert (sizes.QUICK.drain_rounds, sizes.QUICK.steady_rounds) == (2, 2)
+    quick = sizes.QUICK
+    assert (quick.drain_rounds, quick.steady_rounds, quick.inbox_rounds) == (2, 2, 2)
 
 
 def _steady(p99: float, undelivered: int = 0, violations: int = 0) -> dict[str, Any]:
@@ -211,3 +215,51 @@ def test_the_report_lists_every_round_with_the_kept_one_in_bold() -> None:
     assert "drains ours, ours-debezium and the baseline 3 times" in lines[0]
     assert lines[2:] == ["- ours, 1 worker(s): 30,000 / 45,000 / **38,000**", ""]
     assert report_drain._rounds([run(1.0)], ["ours"]) == []
+
+
+def _inbox(
+    rate: float, lost: int = 0, twice: int = 0, problems: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    return {
+        "system": "baseline",
+        "repeat": 0,
+        "rate": rate,
+        "consumed_rate": rate * 1.1,
+        "stored": 90_000 - lost + twice,
+        "lost": lost,
+        "stored_duplicates": twice,
+        "rss_mb_peak": 80.0,
+        "problems": list(problems),
+        "settle": {"checkpoint": 1, "vacuum_analyze": 1, "quiet": True},
+    }
+
+
+def test_an_inbox_round_not_kept_that_lost_or_doubled_a_row_still_fails_the_run() -> None:
+    made = [
+        _inbox(30_000.0),
+        _inbox(20_000.0, lost=2, twice=1),
+        _inbox(25_000.0, problems=("exit 1",)),
+    ]
+    kept = rounds.keep_median(made, "rate")
+    assert (kept["rate"], kept["round"]) == (25_000.0, 2)
+    assert checks.correctness({"inbox": [kept]}, sizes.FULL) == [
+        "inbox baseline: exit 1",
+        "inbox baseline: lost 2, stored twice 1",
+    ]
+
+
+def test_the_inbox_report_lists_every_round_and_counts_every_rounds_losses() -> None:
+    from bench import report_inbox
+
+    kept = rounds.keep_median(
+        [_inbox(30_000.0), _inbox(20_000.0, lost=2), _inbox(25_000.0)], "rate"
+    )
+    meta = {"inbox_note": "the note"}
+    lines = report_inbox.render([kept], ["ours", "baseline"], meta)
+    assert lines[:4] == ["## 3. Inbox ingest with duplicates", "", "the note", ""]
+    row = next(line for line in lines if line.startswith("| baseline |"))
+    # The kept round's rate and stored rows; the lost column counts the round not kept too.
+    assert row.split(" | ")[1:7] == ["25,000", "27,500", "1.00x", "90,000", "2", "0"]
+    assert "ingests the topic 3 times per system" in lines[-4]
+    assert lines[-2:] == ["- baseline: 30,000 / 20,000 / **25,000**", ""]
+    assert report_inbox._rounds([_inbox(1.0)], ["baseline"]) == []
