@@ -202,13 +202,13 @@ async def run_scenario(
             await fresh_tables(container)
         finally:
             await shutdown(container)
-    # A Kafka client replaced for partitions it could not write (transports/kafka_stuck.py):
-    # said in the report, so a run shows whether it took one.
     for fact, pattern in scenario.log_numbers.items():
         facts[fact] = stack.numbers_in_logs(pattern)
     if scenario.log_numbers:
         said = ", ".join(f"{fact} {facts[fact]}" for fact in scenario.log_numbers)
         notes.append(f"from the processes' logs: {said}")
+    # A Kafka client replaced for partitions it could not write (transports/kafka_stuck.py):
+    # said in the report, so a run shows whether it took one.
     replaced = stack.count_in_logs("replaced the producer's client")
     if replaced:
         notes.append(f"kafka producer clients replaced: {replaced}")
