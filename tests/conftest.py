@@ -134,19 +134,21 @@ def bake(answers: Mapping[str, Any], output_dir: Path, config_file: Path) -> Pat
 # Interpreters.
 
 
-def _load_finder() -> ModuleType:
-    """bench/find_python.py (stdlib only): the one place that knows where interpreters are."""
-    spec = importlib.util.spec_from_file_location(
-        "find_python", REPO_ROOT / "bench" / "find_python.py"
-    )
+def load_bench_module(name: str) -> ModuleType:
+    """bench/<name>.py from its path, for the bench modules that are stdlib only (order,
+    procs, compare, notes_sync, find_python): bench/ is not on the tests' path, and these
+    import nothing of the package."""
+    path = REPO_ROOT / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
     if spec is None or spec.loader is None:
-        raise ImportError("bench/find_python.py cannot be loaded")
+        raise ImportError(f"{path} cannot be loaded")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-FINDER = _load_finder()
+# bench/find_python.py: the one place that knows where interpreters are.
+FINDER = load_bench_module("find_python")
 
 
 def python_candidates(version: str) -> list[str]:

@@ -9,28 +9,15 @@ ratio only one run has, a zero median, a file that is not a results file.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-from conftest import REPO_ROOT
-
-
-def _compare_module() -> ModuleType:
-    """bench/compare.py is stdlib only: loaded by path (bench/ is not on the tests' path)."""
-    path = REPO_ROOT / "bench" / "compare.py"
-    spec = importlib.util.spec_from_file_location("bench_compare", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import REPO_ROOT, load_bench_module
 
 
 def _spread(scenario: str, case: str, vs: str, median: float) -> dict[str, Any]:
@@ -63,7 +50,7 @@ def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_changes_at_and_past_the_tolerance(tmp_path: Path) -> None:
-    compare = _compare_module()
+    compare = load_bench_module("compare")
     first = _results(
         tmp_path / "a.json",
         "2026-11-23 22:33",
@@ -141,7 +128,7 @@ def test_outside_the_tolerance_but_inside_a_wide_first_range(tmp_path: Path) -> 
 
 
 def test_a_zero_median_is_never_within(tmp_path: Path) -> None:
-    compare = _compare_module()
+    compare = load_bench_module("compare")
     zero = {("cost", "", "baseline"): _spread("cost", "", "baseline", 0.0)}
     some = {("cost", "", "baseline"): _spread("cost", "", "baseline", 0.0)}
     (row,) = compare.compare(zero, some, 0.15)
@@ -231,7 +218,7 @@ def test_latency_against_a_system_that_fell_behind_is_shown_not_counted(tmp_path
     run and none in the second: its ratio (-50%) is in the table, marked, and out of the
     count and the exit code. omni-box fell behind in the second run only: out as well. Ours
     falling behind is no reason to leave a ratio out: ours vs the baseline still counts."""
-    compare = _compare_module()
+    compare = load_bench_module("compare")
     spreads = [
         _spread("steady", "2000/s", "baseline", 1.0),
         _spread("steady", "2000/s", "faststream-outbox", 0.002),
@@ -301,7 +288,7 @@ def _with_host(path: Path, median_pct: int | None) -> Path:
     doc = json.loads(path.read_text())
     if median_pct is not None:
         doc["machine"] = [
-            f"{_compare_module().HOST_LINE}: median {median_pct}% of their time (2-89%, "
+            f"{load_bench_module('compare').HOST_LINE}: median {median_pct}% of their time (2-89%, "
             "16 runs; a fast unit 287 µs; bench/host.py: ...)"
         ]
     path.write_text(json.dumps(doc))

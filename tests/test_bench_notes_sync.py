@@ -8,32 +8,20 @@ That the section's format is report.py's is checked on a real report by test_ben
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, load_bench_module
 
 HEADING = "## 12. Where the time goes (profiles; hand-written in bench/notes.md)"
 BEFORE = "# Benchmarks\n\n## 11. Targets\n\n| target | met |\n| --- | --- |\n| x | yes |\n\n"
 AFTER = "## 13. Configurations\n\n- ours: two lanes\n"
 
 
-def _module() -> ModuleType:
-    path = REPO_ROOT / "bench" / "notes_sync.py"
-    spec = importlib.util.spec_from_file_location("bench_notes_sync", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sync = _module()
+sync = load_bench_module("notes_sync")
 
 
 def _report(notes: str, after: str = AFTER) -> str:

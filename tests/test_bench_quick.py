@@ -15,7 +15,6 @@ About nine minutes here (two repeats of every scenario); deselect with `-k "not 
 from __future__ import annotations
 
 import csv
-import importlib.util
 import itertools
 import json
 import os
@@ -23,12 +22,11 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-from conftest import REPO_ROOT, Services, clean_env, run, tail
+from conftest import REPO_ROOT, Services, clean_env, load_bench_module, run, tail
 
 pytestmark = [pytest.mark.bake, pytest.mark.services]
 
@@ -50,21 +48,8 @@ GROWTH_CASES = ["0", "20k", "20k purging"]
 SCALE_WORKERS = 3
 
 
-def _bench_module(name: str) -> ModuleType:
-    """bench/order.py (and notes_sync.py) are stdlib only: loaded by path (bench/ is not on
-    the tests' path)."""
-    spec = importlib.util.spec_from_file_location(
-        f"bench_{name}", REPO_ROOT / "bench" / f"{name}.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_system_order_rotates_per_repeat_and_replays_from_its_seed() -> None:
-    order = _bench_module("order")
+    order = load_bench_module("order")
     names = ["ours", "faststream-outbox", "omni-box", "baseline"]
     orders = order.repeat_orders(names, 8, 1234)
     assert orders == order.repeat_orders(names, 8, 1234)  # the seed replays the run
@@ -133,7 +118,7 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     assert "[bench] broker warmed up in bulk: " in log, tail(log, 80)
 
     # The order: the seed's, different in each repeat, and the runs followed it.
-    expected = _bench_module("order").repeat_orders(SYSTEMS, REPEATS, SEED)
+    expected = load_bench_module("order").repeat_orders(SYSTEMS, REPEATS, SEED)
     assert expected[0] != expected[1]
     doc = json.loads((out / "benchmarks-results.json").read_text())
     assert doc["seed"] == SEED
@@ -203,7 +188,7 @@ def test_bench_quick_is_correct(services: Services, tmp_path: Path) -> None:
     assert "## 10. Every repeat" in report
     # Its profile section is bench/notes.md as report.py writes it, which is what
     # `python -m bench.notes_sync` keeps in step after a run.
-    notes_sync = _bench_module("notes_sync")
+    notes_sync = load_bench_module("notes_sync")
     notes = (REPO_ROOT / "bench" / "notes.md").read_text()
     start, end = notes_sync.section_span(report)
     assert report[start:end] == notes_sync.body(notes)
@@ -531,20 +516,10 @@ def _listed(runs: list[dict[str, Any]], metric: str, spec: str) -> str:
     )
 
 
-def _procs_module() -> ModuleType:
-    """bench/procs.py is stdlib only: loaded by path like bench/order.py."""
-    spec = importlib.util.spec_from_file_location("bench_procs", REPO_ROOT / "bench" / "procs.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_cpu_time_and_memory_of_a_process_are_read_from_proc() -> None:
     """A child that burns 0.4 s of CPU and holds 64 MiB: /proc says so; once it is reaped,
     nothing is read."""
-    procs = _procs_module()
+    procs = load_bench_module("procs")
     burn = (
         "import time\n"
         "block = bytearray(64 * 1024 * 1024)\n"
