@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -195,34 +195,34 @@ class Stack:
                     answers.append(f"{name} /{path} {text}")
         return ", ".join(answers)
 
-    def count_in_logs(self, text: str) -> dict[str, int]:
-        """How many lines of each process's log contain `text` (processes with none left out)."""
-        counts = {}
+    def _log_lines(self) -> Iterator[tuple[str, list[str]]]:
+        """Each process's name and log lines (a process whose log cannot be read left out)."""
         for process in self.processes.values():
             try:
                 lines = process.log_path.read_text(errors="replace").splitlines()
             except OSError:
                 continue
+            yield process.name, lines
+
+    def count_in_logs(self, text: str) -> dict[str, int]:
+        """How many lines of each process's log contain `text` (processes with none left out)."""
+        counts = {}
+        for name, lines in self._log_lines():
             found = sum(text in line for line in lines)
             if found:
-                counts[process.name] = found
+                counts[name] = found
         return counts
 
     def numbers_in_logs(self, pattern: str) -> int:
         """The sum, over every process's log lines that match `pattern`, of the integer its
         first group captured."""
         regex = re.compile(pattern)
-        total = 0
-        for process in self.processes.values():
-            try:
-                lines = process.log_path.read_text(errors="replace").splitlines()
-            except OSError:
-                continue
-            for line in lines:
-                found = regex.search(line)
-                if found:
-                    total += int(found.group(1))
-        return total
+        return sum(
+            int(found.group(1))
+            for _name, lines in self._log_lines()
+            for found in map(regex.search, lines)
+            if found
+        )
 
     def tails(self) -> str:
         return "\n".join(
